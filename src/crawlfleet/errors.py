@@ -1,0 +1,92 @@
+"""Every exception crawlfleet raises on purpose, as one tree.
+
+::
+
+    CrawlfleetError
+    ├── UsageError                 bad input from the user: one line, exit code 2, no traceback
+    │   ├── SpiderLoadError        spider file missing, unreadable, or without a Spider class
+    │   └── ConfigError            crawlfleet.toml / flags / environment are inconsistent
+    ├── StoreError                 the queue store misbehaved
+    │   └── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
+    └── FetchError                 one fetch did not produce a usable response
+        ├── RetryableFetchError    worth trying again later (maybe over another route)
+        │   ├── FetchTimeout
+        │   ├── ConnectError
+        │   └── DataLoss           connection cut mid-body, broken chunking
+        └── PermanentFetchError    trying again cannot help
+            ├── TooLarge           body or headers over the configured cap (also decompression bombs)
+            ├── TooManyRedirects
+            ├── AddressRefused     host resolves to a private/loopback address the spider may not reach
+            └── UnsupportedScheme
+
+A fetch error's class decides the retry branch; the retry policy (``policy.retry``) maps it to a
+decision, so nothing else needs to know which exception a client library raised.
+"""
+
+from __future__ import annotations
+
+
+class CrawlfleetError(Exception):
+    """Base of every deliberate crawlfleet error."""
+
+
+class UsageError(CrawlfleetError):
+    """The user gave input we cannot act on; the message is shown as one line."""
+
+
+class SpiderLoadError(UsageError):
+    """A spider file does not exist, does not import, or defines no Spider."""
+
+
+class ConfigError(UsageError):
+    """Configuration is invalid or inconsistent."""
+
+
+class StoreError(CrawlfleetError):
+    """The queue store refused or failed an operation."""
+
+
+class LeaseLost(StoreError):
+    """The lease's fencing token no longer matches: another worker owns the request now."""
+
+
+class FetchError(CrawlfleetError):
+    """A fetch failed; ``kind`` is a short stable name used in metrics and dead letters."""
+
+    kind = "fetch_error"
+
+
+class RetryableFetchError(FetchError):
+    kind = "retryable"
+
+
+class FetchTimeout(RetryableFetchError):
+    kind = "timeout"
+
+
+class ConnectError(RetryableFetchError):
+    kind = "connect"
+
+
+class DataLoss(RetryableFetchError):
+    kind = "data_loss"
+
+
+class PermanentFetchError(FetchError):
+    kind = "permanent"
+
+
+class TooLarge(PermanentFetchError):
+    kind = "too_large"
+
+
+class TooManyRedirects(PermanentFetchError):
+    kind = "too_many_redirects"
+
+
+class AddressRefused(PermanentFetchError):
+    kind = "address_refused"
+
+
+class UnsupportedScheme(PermanentFetchError):
+    kind = "unsupported_scheme"

@@ -1,0 +1,161 @@
+"""``Spider`` and ``Request``: what a user writes against.
+
+A spider is a class; anyone who knows Scrapy should be at home::
+
+    class Shop(Spider):
+        name = "shop"
+        start_urls = ["https://shop.example/"]
+        item = Product
+        item_key = "sku"
+
+        def parse(self, response):
+            yield from response.follow_all("nav a, a.next")
+            yield {"sku": response.css(".sku::text").get(), ...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urljoin, urlsplit
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from crawlfleet.response import Response
+
+FETCHERS = ("http", "browser", "auto")
+
+Callback = Callable[..., Any] | str
+
+
+class Request:
+    """A URL to crawl, with the callback that parses its response.
+
+    ``url`` may be relative when ``base`` is given; it is joined lazily, so the links a page
+    yields cost nothing until the worker needs them (and the worker caches joins it has seen).
+    """
+
+    __slots__ = (
+        "_base",
+        "_href",
+        "_url",
+        "body",
+        "callback",
+        "fetcher",
+        "max_attempts",
+        "meta",
+        "method",
+        "priority",
+    )
+
+    def __init__(
+        self,
+        url: str,
+        callback: Callback | None = None,
+        *,
+        priority: int = 0,
+        meta: Mapping[str, Any] | None = None,
+        fetcher: str | None = None,
+        method: str = "GET",
+        body: bytes | None = None,
+        max_attempts: int | None = None,
+        base: str | None = None,
+    ) -> None:
+        if fetcher is not None and fetcher not in FETCHERS:
+            raise ValueError(f"fetcher must be one of {FETCHERS}, not {fetcher!r}")
+        self._href = url
+        self._base = base
+        self._url: str | None = None if base else url
+        self.callback = callback
+        self.priority = priority
+        self.meta = dict(meta) if meta else {}
+        self.fetcher = fetcher
+        self.method = method.upper()
+        self.body = body
+        self.max_attempts = max_attempts
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            self._url = urljoin(self._base or "", self._href)
+        return self._url
+
+    @property
+    def href(self) -> str:
+        """The URL as written in the page (before joining with ``base``)."""
+        return self._href
+
+    @property
+    def base(self) -> str | None:
+        return self._base
+
+    @property
+    def callback_name(self) -> str | None:
+        cb = self.callback
+        if cb is None or isinstance(cb, str):
+            return cb
+        return getattr(cb, "__name__", None)
+
+    def __repr__(self) -> str:
+        from crawlfleet.urls import mask_credentials
+
+        return f"<Request {self.method} {mask_credentials(self.url)}>"
+
+
+class Spider:
+    """Base class of every spider. Override ``parse``; set the class attributes you need.
+
+    Attributes (all optional but ``name`` and ``start_urls``):
+
+    * ``item``: a pydantic model; every record is validated against it (invalid → quarantine).
+    * ``item_key``: field name (or tuple of names) identifying a record; a refetch updates it.
+    * ``fetcher``: ``"http"`` | ``"browser"`` | ``"auto"``.
+    * ``allowed_domains``: hosts (and their subdomains) the crawl may follow links to; defaults to
+      the hosts of ``start_urls``.
+    * ``domain_concurrency`` / ``domain_rate``: politeness, enforced across the whole fleet.
+    * ``obey_robots``, ``max_attempts``, ``allow_private_addresses``, ``max_depth``.
+    * ``custom_settings``: per-spider overrides of worker settings.
+    """
+
+    name: ClassVar[str] = ""
+    start_urls: ClassVar[list[str]] = []
+    allowed_domains: ClassVar[list[str] | None] = None
+    item: ClassVar[type[BaseModel] | None] = None
+    item_key: ClassVar[str | tuple[str, ...] | None] = None
+    fetcher: ClassVar[str] = "http"
+    custom_settings: ClassVar[dict[str, Any]] = {}
+    domain_concurrency: ClassVar[int] = 8
+    domain_rate: ClassVar[float | None] = None
+    obey_robots: ClassVar[bool] = True
+    max_attempts: ClassVar[int] = 5
+    allow_private_addresses: ClassVar[bool] = False
+    max_depth: ClassVar[int | None] = None
+
+    def start_requests(self) -> Iterable[Request]:
+        for url in self.start_urls:
+            yield Request(url, priority=1)
+
+    def parse(self, response: Response) -> Iterator[Any] | None:
+        raise NotImplementedError(f"{type(self).__name__}.parse is not defined")
+
+    def is_blocked(self, response: Response) -> bool | None:
+        """Return True if ``response`` is a block page the generic tests miss (None: no opinion)."""
+        return None
+
+    @classmethod
+    def scope_hosts(cls) -> list[str]:
+        """Hosts this spider may crawl: ``allowed_domains``, or the hosts of ``start_urls``."""
+        if cls.allowed_domains is not None:
+            return [d.lower().lstrip(".") for d in cls.allowed_domains]
+        hosts = []
+        for url in cls.start_urls:
+            host = (urlsplit(url).hostname or "").lower()
+            if host and host not in hosts:
+                hosts.append(host)
+        return hosts
+
+    @classmethod
+    def seed_hosts(cls) -> set[str]:
+        """Hosts named in ``start_urls``: these may be loopback or private (the user asked)."""
+        return {(urlsplit(u).hostname or "").lower() for u in cls.start_urls}
