@@ -14,10 +14,11 @@
         │   ├── ConnectError
         │   └── DataLoss           connection cut mid-body, broken chunking
         └── PermanentFetchError    trying again cannot help
-            ├── TooLarge           body or headers over the configured cap (also decompression bombs)
+            ├── TooLarge           body or headers over the cap (decompression bombs too)
             ├── TooManyRedirects
-            ├── AddressRefused     host resolves to a private/loopback address the spider may not reach
-            └── UnsupportedScheme
+            ├── AddressRefused     resolves to a private/loopback address not allowed
+            ├── UnsupportedScheme
+            └── InvalidURL         the URL (or a redirect's Location) cannot be parsed
 
 A fetch error's class decides the retry branch; the retry policy (``policy.retry``) maps it to a
 decision, so nothing else needs to know which exception a client library raised.
@@ -80,6 +81,15 @@ class TooLarge(PermanentFetchError):
     kind = "too_large"
 
 
+class BodyTooLarge(TooLarge):
+    """The (decoded) body passed ``limit`` bytes; decoding stopped after ``seen`` bytes."""
+
+    def __init__(self, message: str, *, limit: int, seen: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.seen = seen
+
+
 class TooManyRedirects(PermanentFetchError):
     kind = "too_many_redirects"
 
@@ -90,3 +100,7 @@ class AddressRefused(PermanentFetchError):
 
 class UnsupportedScheme(PermanentFetchError):
     kind = "unsupported_scheme"
+
+
+class InvalidURL(PermanentFetchError):
+    kind = "invalid_url"

@@ -233,7 +233,7 @@ class JobStats:
 
 
 class Frontier(Protocol):
-    """The queue store. Every method is batched; no method takes one row where it could take many."""
+    """The queue store. Every method is batched: none takes one row where it could take many."""
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...

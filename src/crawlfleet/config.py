@@ -1,0 +1,174 @@
+"""Settings: defaults < ``crawlfleet.toml`` < ``CRAWLFLEET_*`` environment < command-line flags.
+
+``crawlfleet.toml`` (all keys optional)::
+
+    queue = "sqlite:///.crawlfleet/queue.db"      # or postgresql://user:pass@host/db
+
+    [store]
+    raw = ".crawlfleet/warc"                       # WARC directory
+    warc_max_size = 1073741824
+    warc_gzip_level = 1
+
+    [worker]
+    concurrency = 64          # requests in flight per worker process
+    lease_ttl = 60            # seconds; heartbeats extend it every lease_ttl/3
+    lease_batch = 100
+    fetch_timeout = 30
+    max_body = 16777216
+    max_redirects = 20
+    user_agent = "crawlfleet/0.1"
+
+    [retry]
+    base = 2.0                # first backoff, doubled per attempt, with jitter
+    cap = 600.0
+
+    [domains."shop.example"]  # politeness for one domain, across the whole fleet
+    concurrency = 4
+    rate = 2.0                # requests per second
+
+Environment: ``CRAWLFLEET_QUEUE``, ``CRAWLFLEET_RAW``, ``CRAWLFLEET_CONCURRENCY``,
+``CRAWLFLEET_LEASE_TTL``, ``CRAWLFLEET_FETCH_TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from crawlfleet.errors import ConfigError
+from crawlfleet.frontier.base import DomainLimits
+
+DEFAULT_QUEUE = "sqlite:///.crawlfleet/queue.db"
+DEFAULT_RAW = ".crawlfleet/warc"
+
+
+@dataclass(frozen=True)
+class Settings:
+    queue: str = DEFAULT_QUEUE
+    raw: str = DEFAULT_RAW
+    warc_max_size: int = 1 << 30
+    warc_gzip_level: int = 1
+    concurrency: int = 64
+    lease_ttl: float = 60.0
+    lease_batch: int = 100
+    fetch_timeout: float = 30.0
+    max_body: int = 16 << 20
+    max_redirects: int = 20
+    user_agent: str = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet)"
+    retry_base: float = 2.0
+    retry_cap: float = 600.0
+    report_interval: float = 0.05
+    domains: Mapping[str, DomainLimits] = field(default_factory=dict)
+
+    def check(self) -> Settings:
+        """Refuse settings that cannot work; returns self."""
+        if self.lease_ttl < self.fetch_timeout:
+            raise ConfigError(
+                f"lease_ttl ({self.lease_ttl:g}s) is shorter than fetch_timeout "
+                f"({self.fetch_timeout:g}s): a slow fetch would be taken over while it runs"
+            )
+        if self.concurrency < 1 or self.lease_batch < 1:
+            raise ConfigError("concurrency and lease_batch must be at least 1")
+        return self
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
+        known = {f.name: f.type for f in fields(self)}
+        clean: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if key not in known:
+                raise ConfigError(f"unknown setting {key!r}")
+            clean[key] = _coerce(key, value, getattr(self, key))
+        return replace(self, **clean)
+
+
+def _coerce(key: str, value: Any, current: Any) -> Any:
+    if isinstance(current, Mapping):
+        return value
+    try:
+        if isinstance(current, bool):
+            return str(value).lower() in {"1", "true", "yes", "on"}
+        return type(current)(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {key!r}: {value!r} is not a {type(current).__name__}") from None
+
+
+_SECTIONS = {
+    "store": {"raw", "warc_max_size", "warc_gzip_level"},
+    "worker": {
+        "concurrency",
+        "lease_ttl",
+        "lease_batch",
+        "fetch_timeout",
+        "max_body",
+        "max_redirects",
+        "user_agent",
+        "report_interval",
+    },
+    "retry": {"base", "cap"},
+}
+_ENV = {
+    "CRAWLFLEET_QUEUE": "queue",
+    "CRAWLFLEET_RAW": "raw",
+    "CRAWLFLEET_CONCURRENCY": "concurrency",
+    "CRAWLFLEET_LEASE_TTL": "lease_ttl",
+    "CRAWLFLEET_FETCH_TIMEOUT": "fetch_timeout",
+}
+
+
+def _from_toml(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "queue":
+            out["queue"] = value
+        elif key in _SECTIONS:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: [{key}] must be a table")
+            for sub, v in value.items():
+                if sub not in _SECTIONS[key]:
+                    raise ConfigError(f"{where}: unknown key {key}.{sub}")
+                out[f"retry_{sub}" if key == "retry" else sub] = v
+        elif key == "domains":
+            out["domains"] = {d: _domain_limits(d, v, where) for d, v in value.items()}
+        elif key in {"routes", "pools", "control"}:
+            continue  # read by the route layer and the control plane
+        else:
+            raise ConfigError(f"{where}: unknown key {key!r}")
+    return out
+
+
+def _domain_limits(domain: str, value: Mapping[str, Any], where: str) -> DomainLimits:
+    try:
+        rate = value.get("rate")
+        return DomainLimits(
+            max_in_flight=int(value.get("concurrency", 8)),
+            min_delay=1.0 / float(rate) if rate else 0.0,
+        )
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise ConfigError(f"{where}: bad limits for domain {domain!r}") from None
+
+
+def load_settings(
+    config: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """Build the settings from the config file (``config`` or ./crawlfleet.toml if present)."""
+    path = Path(config) if config else Path("crawlfleet.toml")
+    values: dict[str, Any] = {}
+    if config and not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+        values.update(_from_toml(data, str(path)))
+    for env, key in _ENV.items():
+        if os.environ.get(env):
+            values[key] = os.environ[env]
+    settings = Settings().with_overrides(values)
+    return settings.with_overrides(overrides or {})

@@ -1,0 +1,287 @@
+-- The SQLite frontier. One file, one writer at a time (WAL): every write transaction starts with
+-- BEGIN IMMEDIATE so a read-then-write never hits SQLITE_BUSY half way through (a deferred
+-- transaction upgrading to a writer fails despite busy_timeout in WAL mode).
+
+-- name: schema
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS jobs (
+    id           INTEGER PRIMARY KEY,
+    name         TEXT NOT NULL UNIQUE,
+    spider       TEXT NOT NULL,
+    state        TEXT NOT NULL DEFAULT 'running',
+    settings     TEXT NOT NULL DEFAULT '{}',
+    max_attempts INTEGER NOT NULL DEFAULT 5,
+    created_at   REAL NOT NULL
+);
+
+-- Politeness is per domain across every job and worker: the store, not a process, holds it.
+-- delay is the current (adaptive) gap between request starts; next_at the earliest next start.
+CREATE TABLE IF NOT EXISTS domains (
+    domain        TEXT PRIMARY KEY,
+    max_in_flight INTEGER NOT NULL,
+    min_delay     REAL NOT NULL,
+    delay         REAL NOT NULL,
+    in_flight     INTEGER NOT NULL DEFAULT 0,
+    next_at       REAL NOT NULL DEFAULT 0,
+    blocked_until REAL NOT NULL DEFAULT 0,
+    last_lease_at REAL NOT NULL DEFAULT 0
+);
+
+CREATE TABLE IF NOT EXISTS requests (
+    id               INTEGER PRIMARY KEY,
+    job_id           INTEGER NOT NULL,
+    fingerprint      BLOB NOT NULL,
+    url              TEXT NOT NULL,
+    domain           TEXT NOT NULL,
+    priority         INTEGER NOT NULL DEFAULT 0,
+    depth            INTEGER NOT NULL DEFAULT 0,
+    callback         TEXT,
+    meta             TEXT,
+    method           TEXT NOT NULL DEFAULT 'GET',
+    body             BLOB,
+    fetcher          TEXT,
+    state            TEXT NOT NULL DEFAULT 'queued',
+    ready_at         REAL NOT NULL DEFAULT 0,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    max_attempts     INTEGER NOT NULL,
+    lease_owner      TEXT,
+    lease_token      INTEGER NOT NULL DEFAULT 0,
+    lease_expires_at REAL,
+    status           INTEGER,
+    dead_reason      TEXT,
+    last_error       TEXT,
+    created_at       REAL NOT NULL,
+    finished_at      REAL,
+    -- the final arbiter of URL dedup: workers dedupe in memory first, this catches the rest
+    UNIQUE (job_id, fingerprint)
+);
+-- lease picks the best ready requests of one domain: a partial index keeps done rows out of it
+CREATE INDEX IF NOT EXISTS requests_ready
+    ON requests (domain, priority DESC, id) WHERE state = 'queued';
+-- rescue scans only live leases
+CREATE INDEX IF NOT EXISTS requests_leased
+    ON requests (lease_expires_at) WHERE state = 'leased';
+CREATE INDEX IF NOT EXISTS requests_job_state ON requests (job_id, state);
+
+-- failed attempts only (successes are the common case and need no history row)
+CREATE TABLE IF NOT EXISTS attempts (
+    request_id INTEGER NOT NULL,
+    n          INTEGER NOT NULL,
+    at         REAL NOT NULL,
+    outcome    TEXT NOT NULL,
+    status     INTEGER,
+    error      TEXT,
+    route      TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_request ON attempts (request_id);
+
+CREATE TABLE IF NOT EXISTS records (
+    job_id         INTEGER NOT NULL,
+    key            TEXT NOT NULL,
+    data           TEXT NOT NULL,
+    url            TEXT NOT NULL,
+    fetched_at     REAL NOT NULL,
+    warc_file      TEXT,
+    warc_record_id TEXT,
+    updated_at     REAL NOT NULL,
+    PRIMARY KEY (job_id, key)
+);
+
+CREATE TABLE IF NOT EXISTS quarantine (
+    id             INTEGER PRIMARY KEY,
+    job_id         INTEGER NOT NULL,
+    url            TEXT NOT NULL,
+    data           TEXT,
+    errors         TEXT NOT NULL,
+    fetched_at     REAL NOT NULL,
+    warc_file      TEXT,
+    warc_record_id TEXT
+);
+CREATE INDEX IF NOT EXISTS quarantine_job ON quarantine (job_id);
+
+-- content dedup: the first request whose body had this hash; later ones are noted, not parsed
+CREATE TABLE IF NOT EXISTS content (
+    job_id     INTEGER NOT NULL,
+    hash       BLOB NOT NULL,
+    request_id INTEGER NOT NULL,
+    PRIMARY KEY (job_id, hash)
+) WITHOUT ROWID;
+
+-- name: submit_job
+INSERT INTO jobs (name, spider, settings, max_attempts, created_at)
+VALUES (:name, :spider, :settings, :max_attempts, :now)
+ON CONFLICT (name) DO UPDATE SET
+    spider = excluded.spider, settings = excluded.settings, max_attempts = excluded.max_attempts;
+
+-- name: get_job
+SELECT id, name, spider, state, settings, created_at, max_attempts FROM jobs WHERE name = ?;
+
+-- name: list_jobs
+SELECT id, name, spider, state, settings, created_at, max_attempts FROM jobs ORDER BY id;
+
+-- name: set_job_state
+UPDATE jobs SET state = ? WHERE name = ?;
+
+-- name: insert_request
+INSERT OR IGNORE INTO requests
+    (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
+     max_attempts, state, ready_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?);
+
+-- name: insert_domain
+-- first writer wins; set_domain_limits changes an existing domain
+INSERT OR IGNORE INTO domains (domain, max_in_flight, min_delay, delay) VALUES (?, ?, ?, ?);
+
+-- name: upsert_domain
+INSERT INTO domains (domain, max_in_flight, min_delay, delay) VALUES (?, ?, ?, ?)
+ON CONFLICT (domain) DO UPDATE SET
+    max_in_flight = excluded.max_in_flight,
+    min_delay = excluded.min_delay,
+    delay = max(domains.delay, excluded.min_delay);
+
+-- name: rescue_expired
+-- An expired lease counted its attempt when it was taken: back to the queue, or dead when that
+-- was the last one (a URL that kills its worker every time must not loop forever).
+UPDATE requests SET
+    state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
+    dead_reason = CASE WHEN attempts >= max_attempts THEN 'worker_lost' ELSE dead_reason END,
+    last_error = 'lease expired (worker lost)',
+    finished_at = CASE WHEN attempts >= max_attempts THEN :now ELSE NULL END,
+    ready_at = :now,
+    lease_owner = NULL
+WHERE state = 'leased' AND lease_expires_at < :now
+RETURNING id, domain, attempts;
+
+-- name: lease_domains
+-- Candidate domains: a free in-flight slot, not backed off, a pacing slot within the horizon.
+-- Oldest-served first, so a domain with a million URLs cannot starve ten small ones.
+SELECT domain, max_in_flight - in_flight, delay, next_at
+FROM domains
+WHERE in_flight < max_in_flight AND blocked_until <= :now AND next_at <= :horizon
+ORDER BY last_lease_at
+LIMIT :limit;
+
+-- name: lease_pick
+SELECT id FROM requests INDEXED BY requests_ready
+WHERE domain = ? AND state = 'queued' AND ready_at <= ? AND job_id IN (SELECT value FROM json_each(?))
+ORDER BY priority DESC, id
+LIMIT ?;
+
+-- name: lease_take
+-- the fencing token moves on at every lease: a holder whose lease was taken over is refused
+UPDATE requests SET
+    state = 'leased',
+    attempts = attempts + 1,
+    lease_token = lease_token + 1,
+    lease_owner = ?,
+    lease_expires_at = ?
+WHERE id = ? AND state = 'queued'
+RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body, fetcher,
+          attempts, max_attempts, lease_token;
+
+-- name: domain_leased
+UPDATE domains SET in_flight = in_flight + ?, next_at = ?, last_lease_at = ? WHERE domain = ?;
+
+-- name: domain_touched
+UPDATE domains SET last_lease_at = ? WHERE domain = ?;
+
+-- name: domain_released
+UPDATE domains SET in_flight = max(0, in_flight - ?) WHERE domain = ?;
+
+-- name: heartbeat
+UPDATE requests SET lease_expires_at = max(lease_expires_at, ?)
+WHERE id = ? AND lease_token = ? AND state = 'leased'
+RETURNING id;
+
+-- name: complete
+UPDATE requests SET state = 'done', status = ?, finished_at = ?, lease_owner = NULL
+WHERE id = ? AND lease_token = ? AND state = 'leased'
+RETURNING job_id, domain, url;
+
+-- name: fail
+UPDATE requests SET
+    state = CASE WHEN :retry_at IS NULL THEN 'dead' ELSE 'queued' END,
+    ready_at = coalesce(:retry_at, ready_at),
+    dead_reason = :dead_reason,
+    last_error = :error,
+    status = :status,
+    finished_at = CASE WHEN :retry_at IS NULL THEN :now ELSE NULL END,
+    lease_owner = NULL
+WHERE id = :id AND lease_token = :token AND state = 'leased'
+RETURNING domain, attempts;
+
+-- name: release
+UPDATE requests SET state = 'queued', attempts = attempts - 1, ready_at = ?, lease_owner = NULL
+WHERE id = ? AND lease_token = ? AND state = 'leased'
+RETURNING domain;
+
+-- name: insert_attempt
+INSERT INTO attempts (request_id, n, at, outcome, status, error, route) VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: upsert_record
+-- a record key is one record: a refetch replaces it, never duplicates it
+INSERT INTO records (job_id, key, data, url, fetched_at, warc_file, warc_record_id, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (job_id, key) DO UPDATE SET
+    data = excluded.data, url = excluded.url, fetched_at = excluded.fetched_at,
+    warc_file = excluded.warc_file, warc_record_id = excluded.warc_record_id,
+    updated_at = excluded.updated_at;
+
+-- name: insert_quarantine
+INSERT INTO quarantine (job_id, url, data, errors, fetched_at, warc_file, warc_record_id)
+VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: insert_content
+INSERT OR IGNORE INTO content (job_id, hash, request_id) VALUES (?, ?, ?);
+
+-- name: count_states
+SELECT
+    sum(state = 'queued' AND ready_at <= :now),
+    sum(state = 'queued' AND ready_at > :now),
+    sum(state = 'leased'),
+    sum(state = 'done'),
+    sum(state = 'dead'),
+    sum(attempts > 1),
+    sum(CASE WHEN state IN ('done', 'dead') THEN attempts - 1 ELSE 0 END),
+    min(CASE WHEN state = 'queued' AND ready_at <= :now THEN created_at END)
+FROM requests WHERE job_id = :job_id;
+
+-- name: count_records
+SELECT (SELECT count(*) FROM records WHERE job_id = :job_id),
+       (SELECT count(*) FROM quarantine WHERE job_id = :job_id);
+
+-- name: unfinished
+SELECT 1 FROM requests WHERE job_id = ? AND state IN ('queued', 'leased') LIMIT 1;
+
+-- name: iter_records
+SELECT key, data, url, fetched_at, warc_file, warc_record_id FROM records
+WHERE job_id = ? AND key > ? ORDER BY key LIMIT ?;
+
+-- name: iter_quarantine
+SELECT id, data, errors, url, fetched_at, warc_file, warc_record_id FROM quarantine
+WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?;
+
+-- name: dead_letters
+SELECT r.id, j.name, r.url, r.dead_reason, r.last_error, r.attempts, r.finished_at
+FROM requests r JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'dead' AND (:job IS NULL OR j.name = :job)
+  AND (:reason IS NULL OR r.dead_reason = :reason)
+ORDER BY r.finished_at DESC, r.id
+LIMIT :limit;
+
+-- name: dead_letter
+SELECT r.id, j.name, r.url, r.dead_reason, r.last_error, r.attempts, r.finished_at
+FROM requests r JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'dead' AND r.id = ?;
+
+-- name: attempts_of
+SELECT n, at, outcome, status, error, route FROM attempts WHERE request_id = ? ORDER BY n, at;
+
+-- name: replay_dead
+UPDATE requests SET state = 'queued', attempts = 0, ready_at = :now, dead_reason = NULL,
+    finished_at = NULL
+WHERE state = 'dead' AND id = :id;

@@ -1,0 +1,576 @@
+"""The embedded frontier: one SQLite file in WAL mode, shared by the local worker processes.
+
+Every method runs its statements in one transaction on a dedicated thread (sqlite3 releases the
+GIL while SQLite works, so the event loop keeps fetching meanwhile). Write transactions open with
+``BEGIN IMMEDIATE``: SQLite then queues writers on ``busy_timeout`` instead of failing a deferred
+transaction that tries to upgrade to a writer half way through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from crawlfleet.errors import StoreError
+from crawlfleet.frontier.base import (
+    Attempt,
+    Completion,
+    DeadLetter,
+    DeadReason,
+    DomainLimits,
+    Failure,
+    Job,
+    JobSpec,
+    JobState,
+    JobStats,
+    Lease,
+    LeaseRef,
+    NewRequest,
+    QuarantineRow,
+    RecordRow,
+)
+from crawlfleet.frontier.sql import queries
+
+T = TypeVar("T")
+Q = queries("sqlite")
+
+#: how far ahead the store hands out pacing slots of a rate-limited domain (seconds)
+PACING_HORIZON = 2.0
+#: most domains looked at per lease call; the rest get their turn at the next call
+DOMAINS_PER_LEASE = 256
+SCHEMA_VERSION = 1
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+class SQLiteFrontier:
+    """The frontier contract on one SQLite file (``sqlite:///path/queue.db``)."""
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self._db: sqlite3.Connection | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawlfleet-sqlite")
+        self._job_ids: dict[str, int] = {}
+        self._job_defaults: dict[int, tuple[DomainLimits, dict[str, DomainLimits], int]] = {}
+
+    def __repr__(self) -> str:
+        return f"<SQLiteFrontier {self.path}>"
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._db is None:
+            raise StoreError("the SQLite frontier is not open")
+        return fn(self._db)
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+        def tx(db: sqlite3.Connection) -> T:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
+
+        return tx
+
+    async def open(self) -> None:
+        def connect(_: Any) -> sqlite3.Connection:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=60000")
+            db.execute("PRAGMA temp_store=MEMORY")
+            db.execute("PRAGMA cache_size=-65536")
+            db.executescript(Q["schema"])
+            db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            return db
+
+        loop = asyncio.get_running_loop()
+        try:
+            self._db = await loop.run_in_executor(self._pool, connect, None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open queue store {self.path}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await asyncio.get_running_loop().run_in_executor(self._pool, db.close)
+        self._pool.shutdown(wait=True)
+
+    async def __aenter__(self) -> SQLiteFrontier:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    async def submit_job(self, spec: JobSpec) -> Job:
+        settings = dict(spec.settings)
+        settings["_limits"] = {
+            "default": [spec.default_limits.max_in_flight, spec.default_limits.min_delay],
+            "domains": {d: [v.max_in_flight, v.min_delay] for d, v in spec.domain_limits.items()},
+        }
+        args = {
+            "name": spec.name,
+            "spider": spec.spider,
+            "settings": _dumps(settings),
+            "max_attempts": spec.max_attempts,
+            "now": self.clock(),
+        }
+
+        def tx(db: sqlite3.Connection) -> None:
+            db.execute(Q["submit_job"], args)
+            for domain, limits in spec.domain_limits.items():
+                self._upsert_domain(db, domain, limits)
+
+        await self._run(self._write(tx))
+        job = await self.get_job(spec.name)
+        assert job is not None
+        return job
+
+    @staticmethod
+    def _upsert_domain(db: sqlite3.Connection, domain: str, limits: DomainLimits) -> None:
+        db.execute(
+            Q["upsert_domain"], (domain, limits.max_in_flight, limits.min_delay, limits.min_delay)
+        )
+
+    def _job_from_row(self, row: Sequence[Any]) -> Job:
+        settings = json.loads(row[4])
+        limits = settings.pop("_limits", None) or {"default": [8, 0.0], "domains": {}}
+        self._job_ids[row[1]] = row[0]
+        self._job_defaults[row[0]] = (
+            DomainLimits(*limits["default"]),
+            {d: DomainLimits(*v) for d, v in limits["domains"].items()},
+            row[6],
+        )
+        return Job(row[0], row[1], row[2], JobState(row[3]), settings, row[5])
+
+    async def get_job(self, name: str) -> Job | None:
+        row = await self._run(lambda db: db.execute(Q["get_job"], (name,)).fetchone())
+        return None if row is None else self._job_from_row(row)
+
+    async def list_jobs(self) -> list[Job]:
+        rows = await self._run(lambda db: db.execute(Q["list_jobs"]).fetchall())
+        return [self._job_from_row(r) for r in rows]
+
+    async def set_job_state(self, name: str, state: JobState) -> None:
+        await self._run(self._write(lambda db: db.execute(Q["set_job_state"], (state, name))))
+
+    async def _job_id(self, name: str) -> int:
+        if name not in self._job_ids and await self.get_job(name) is None:
+            raise StoreError(f"no job named {name!r} in {self.path}")
+        return self._job_ids[name]
+
+    # -- enqueue --------------------------------------------------------------------------------
+
+    async def enqueue(self, job: str, requests: Sequence[NewRequest]) -> int:
+        if not requests:
+            return 0
+        job_id = await self._job_id(job)
+        return await self._run(self._write(lambda db: self._enqueue(db, job_id, requests)))
+
+    def _enqueue(self, db: sqlite3.Connection, job_id: int, requests: Iterable[NewRequest]) -> int:
+        default, per_domain, max_attempts = self._job_defaults[job_id]
+        now = self.clock()
+        before = db.total_changes
+        domains: set[str] = set()
+        rows = []
+        for r in requests:
+            domains.add(r.domain)
+            rows.append(
+                (
+                    job_id,
+                    r.fingerprint,
+                    r.url,
+                    r.domain,
+                    r.priority,
+                    r.depth,
+                    r.callback,
+                    _dumps(r.meta) if r.meta else None,
+                    r.method,
+                    r.body,
+                    r.fetcher,
+                    r.max_attempts or max_attempts,
+                    now,
+                    now,
+                )
+            )
+        db.executemany(Q["insert_request"], rows)
+        added = db.total_changes - before
+        for domain in domains:
+            limits = per_domain.get(domain, default)
+            db.execute(
+                Q["insert_domain"],
+                (domain, limits.max_in_flight, limits.min_delay, limits.min_delay),
+            )
+        return added
+
+    # -- lease ----------------------------------------------------------------------------------
+
+    async def lease(
+        self, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None = None
+    ) -> list[Lease]:
+        active = await self._active_jobs(jobs)
+        if not active or limit <= 0:
+            return []
+        names = {job_id: name for name, job_id in active.items()}
+        return await self._run(self._write(lambda db: self._lease(db, worker, limit, ttl, names)))
+
+    async def _active_jobs(self, jobs: Sequence[str] | None) -> dict[str, int]:
+        all_jobs = await self.list_jobs()
+        wanted = set(jobs) if jobs is not None else None
+        return {
+            j.name: j.id
+            for j in all_jobs
+            if j.state == JobState.RUNNING and (wanted is None or j.name in wanted)
+        }
+
+    def _lease(
+        self, db: sqlite3.Connection, worker: str, limit: int, ttl: float, names: dict[int, str]
+    ) -> list[Lease]:
+        now = self.clock()
+        self._rescue(db, now)
+        job_ids = _dumps(list(names))
+        candidates = db.execute(
+            Q["lease_domains"],
+            {"now": now, "horizon": now + PACING_HORIZON, "limit": DOMAINS_PER_LEASE},
+        ).fetchall()
+        leases: list[Lease] = []
+        for domain, free, delay, next_at in candidates:
+            want = min(free, limit - len(leases))
+            if want <= 0:
+                break
+            start = max(next_at, now)
+            if delay > 0:
+                # hand out the pacing slots that fall inside the horizon, one start every `delay`
+                want = min(want, int((now + PACING_HORIZON - start) / delay) + 1)
+            ids = db.execute(Q["lease_pick"], (domain, now, job_ids, want)).fetchall()
+            if not ids:
+                db.execute(Q["domain_touched"], (now, domain))
+                continue
+            for i, (rid,) in enumerate(ids):
+                start_at = start + i * delay
+                row = db.execute(Q["lease_take"], (worker, start_at + ttl, rid)).fetchone()
+                leases.append(self._lease_from_row(row, names, start_at + ttl, start_at))
+            db.execute(Q["domain_leased"], (len(ids), start + len(ids) * delay, now, domain))
+        return leases
+
+    @staticmethod
+    def _lease_from_row(
+        row: Sequence[Any], names: dict[int, str], expires_at: float, start_at: float
+    ) -> Lease:
+        (
+            rid,
+            job_id,
+            url,
+            domain,
+            prio,
+            depth,
+            cb,
+            meta,
+            method,
+            body,
+            fetcher,
+            att,
+            max_att,
+            tok,
+        ) = row
+        return Lease(
+            id=rid,
+            job=names[job_id],
+            url=url,
+            domain=domain,
+            priority=prio,
+            depth=depth,
+            callback=cb,
+            meta=json.loads(meta) if meta else {},
+            method=method,
+            body=body,
+            fetcher=fetcher,
+            attempts=att,
+            max_attempts=max_att,
+            token=tok,
+            expires_at=expires_at,
+            start_at=start_at,
+        )
+
+    def _rescue(self, db: sqlite3.Connection, now: float) -> int:
+        rows = db.execute(Q["rescue_expired"], {"now": now}).fetchall()
+        if not rows:
+            return 0
+        per_domain = Counter(domain for _, domain, _ in rows)
+        for domain, n in per_domain.items():
+            db.execute(Q["domain_released"], (n, domain))
+        db.executemany(
+            Q["insert_attempt"],
+            [(rid, att, now, "lease_expired", None, "lease expired", None) for rid, _, att in rows],
+        )
+        return len(rows)
+
+    async def rescue_expired(self) -> int:
+        return await self._run(self._write(lambda db: self._rescue(db, self.clock())))
+
+    # -- lease holders' verbs -------------------------------------------------------------------
+
+    async def heartbeat(self, leases: Sequence[LeaseRef], ttl: float) -> set[int]:
+        if not leases:
+            return set()
+
+        def tx(db: sqlite3.Connection) -> set[int]:
+            until = self.clock() + ttl
+            held = set()
+            for ref in leases:
+                if db.execute(Q["heartbeat"], (until, ref.id, ref.token)).fetchone():
+                    held.add(ref.id)
+            return held
+
+        return await self._run(self._write(tx))
+
+    async def complete(self, items: Sequence[Completion]) -> set[int]:
+        if not items:
+            return set()
+        return await self._run(self._write(lambda db: self._complete(db, items)))
+
+    def _complete(self, db: sqlite3.Connection, items: Sequence[Completion]) -> set[int]:
+        now = self.clock()
+        accepted: set[int] = set()
+        freed: Counter[str] = Counter()
+        records: list[tuple[Any, ...]] = []
+        quarantined: list[tuple[Any, ...]] = []
+        contents: list[tuple[Any, ...]] = []
+        discovered: dict[int, list[NewRequest]] = {}
+        for c in items:
+            row = db.execute(Q["complete"], (c.status, now, c.lease.id, c.lease.token)).fetchone()
+            if row is None:
+                continue  # fenced: the lease was lost, nothing this holder sent is written
+            job_id, domain, _url = row
+            accepted.add(c.lease.id)
+            freed[domain] += 1
+            records.extend(
+                (
+                    job_id,
+                    r.key,
+                    _dumps(r.data),
+                    r.url,
+                    r.fetched_at,
+                    r.warc_file,
+                    r.warc_record_id,
+                    now,
+                )
+                for r in c.records
+            )
+            quarantined.extend(
+                (
+                    job_id,
+                    q.url,
+                    _dumps(q.data),
+                    _dumps(q.errors),
+                    q.fetched_at,
+                    q.warc_file,
+                    q.warc_record_id,
+                )
+                for q in c.quarantined
+            )
+            if c.content_hash is not None:
+                contents.append((job_id, c.content_hash, c.lease.id))
+            if c.discovered:
+                discovered.setdefault(job_id, []).extend(c.discovered)
+        db.executemany(Q["upsert_record"], records)
+        db.executemany(Q["insert_quarantine"], quarantined)
+        db.executemany(Q["insert_content"], contents)
+        for job_id, reqs in discovered.items():
+            self._enqueue(db, job_id, reqs)
+        for domain, n in freed.items():
+            db.execute(Q["domain_released"], (n, domain))
+        return accepted
+
+    async def fail(self, items: Sequence[Failure]) -> set[int]:
+        if not items:
+            return set()
+
+        def tx(db: sqlite3.Connection) -> set[int]:
+            now = self.clock()
+            accepted: set[int] = set()
+            freed: Counter[str] = Counter()
+            for f in items:
+                row = db.execute(
+                    Q["fail"],
+                    {
+                        "retry_at": f.retry_at,
+                        "dead_reason": None
+                        if f.retry_at is not None
+                        else (f.dead_reason or DeadReason.TOO_MANY_RETRIES).value,
+                        "error": f.error,
+                        "status": f.status,
+                        "now": now,
+                        "id": f.lease.id,
+                        "token": f.lease.token,
+                    },
+                ).fetchone()
+                if row is None:
+                    continue
+                domain, attempts = row
+                accepted.add(f.lease.id)
+                freed[domain] += 1
+                db.execute(
+                    Q["insert_attempt"],
+                    (f.lease.id, attempts, now, f.outcome, f.status, f.error, f.route),
+                )
+            for domain, n in freed.items():
+                db.execute(Q["domain_released"], (n, domain))
+            return accepted
+
+        return await self._run(self._write(tx))
+
+    async def release(self, leases: Sequence[LeaseRef]) -> set[int]:
+        if not leases:
+            return set()
+
+        def tx(db: sqlite3.Connection) -> set[int]:
+            now = self.clock()
+            accepted: set[int] = set()
+            freed: Counter[str] = Counter()
+            for ref in leases:
+                row = db.execute(Q["release"], (now, ref.id, ref.token)).fetchone()
+                if row is not None:
+                    accepted.add(ref.id)
+                    freed[row[0]] += 1
+            for domain, n in freed.items():
+                db.execute(Q["domain_released"], (n, domain))
+            return accepted
+
+        return await self._run(self._write(tx))
+
+    async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
+        await self._run(self._write(lambda db: self._upsert_domain(db, domain, limits)))
+
+    # -- reading --------------------------------------------------------------------------------
+
+    async def stats(self, job: str) -> JobStats:
+        j = await self.get_job(job)
+        if j is None:
+            raise StoreError(f"no job named {job!r} in {self.path}")
+
+        def read(db: sqlite3.Connection) -> JobStats:
+            now = self.clock()
+            s = db.execute(Q["count_states"], {"now": now, "job_id": j.id}).fetchone()
+            rec, quar = db.execute(Q["count_records"], {"job_id": j.id}).fetchone()
+            return JobStats(
+                job=job,
+                state=j.state,
+                queued=s[0] or 0,
+                waiting=s[1] or 0,
+                leased=s[2] or 0,
+                done=s[3] or 0,
+                dead=s[4] or 0,
+                retried=s[5] or 0,
+                retry_depth_sum=s[6] or 0,
+                oldest_queued_age=max(0.0, now - s[7]) if s[7] is not None else 0.0,
+                records=rec,
+                quarantined=quar,
+            )
+
+        return await self._run(read)
+
+    async def is_finished(self, job: str) -> bool:
+        job_id = await self._job_id(job)
+        row = await self._run(lambda db: db.execute(Q["unfinished"], (job_id,)).fetchone())
+        return row is None
+
+    async def _page(self, query: str, args: tuple[Any, ...]) -> list[Any]:
+        return await self._run(lambda db: db.execute(Q[query], args).fetchall())
+
+    async def iter_records(self, job: str, batch: int = 1000) -> AsyncIterator[RecordRow]:
+        job_id = await self._job_id(job)
+        last = ""
+        while True:
+            rows = await self._page("iter_records", (job_id, last, batch))
+            for key, data, url, fetched_at, warc_file, warc_id in rows:
+                yield RecordRow(key, json.loads(data), url, fetched_at, warc_file, warc_id)
+            if len(rows) < batch:
+                return
+            last = rows[-1][0]
+
+    async def iter_quarantine(self, job: str, batch: int = 1000) -> AsyncIterator[QuarantineRow]:
+        job_id = await self._job_id(job)
+        last = 0
+        while True:
+            rows = await self._page("iter_quarantine", (job_id, last, batch))
+            for _id, data, errors, url, fetched_at, warc_file, warc_id in rows:
+                data_obj = json.loads(data) if data else None
+                yield QuarantineRow(
+                    data_obj, json.loads(errors), url, fetched_at, warc_file, warc_id
+                )
+            if len(rows) < batch:
+                return
+            last = rows[-1][0]
+
+    async def dead_letters(
+        self, job: str | None = None, reason: DeadReason | None = None, limit: int = 1000
+    ) -> list[DeadLetter]:
+        args = {"job": job, "reason": reason.value if reason else None, "limit": limit}
+        rows = await self._run(lambda db: db.execute(Q["dead_letters"], args).fetchall())
+        return [self._dead_from_row(r) for r in rows]
+
+    async def dead_letter(self, request_id: int) -> DeadLetter | None:
+        def read(db: sqlite3.Connection) -> DeadLetter | None:
+            row = db.execute(Q["dead_letter"], (request_id,)).fetchone()
+            if row is None:
+                return None
+            history = [Attempt(*a) for a in db.execute(Q["attempts_of"], (request_id,))]
+            return self._dead_from_row(row, history)
+
+        return await self._run(read)
+
+    @staticmethod
+    def _dead_from_row(row: Sequence[Any], history: Sequence[Attempt] = ()) -> DeadLetter:
+        rid, job, url, reason, error, attempts, died_at = row
+        return DeadLetter(
+            rid,
+            job,
+            url,
+            DeadReason(reason or "too_many_retries"),
+            error,
+            attempts,
+            died_at or 0.0,
+            tuple(history),
+        )
+
+    async def replay_dead(
+        self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()
+    ) -> int:
+        targets = list(ids) or [
+            d.id for d in await self.dead_letters(job, reason, limit=10_000_000)
+        ]
+
+        def tx(db: sqlite3.Connection) -> int:
+            now = self.clock()
+            n = 0
+            for rid in targets:
+                n += db.execute(Q["replay_dead"], {"now": now, "id": rid}).rowcount
+            return n
+
+        return await self._run(self._write(tx))

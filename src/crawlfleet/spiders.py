@@ -1,0 +1,94 @@
+"""Finding spiders: load a Spider class from a file path or ``package.module:Class``."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from crawlfleet.errors import SpiderLoadError
+from crawlfleet.spider import Spider
+
+
+def load_spider(ref: str, *, name: str | None = None) -> type[Spider]:
+    """Load a Spider class from ``path/to/spider.py[:Class]`` or ``package.module:Class``."""
+    target, _, cls_name = ref.partition(":") if not _is_windows_path(ref) else (ref, "", "")
+    module = _load_module(target)
+    candidates = [
+        obj
+        for obj in vars(module).values()
+        if inspect.isclass(obj)
+        and issubclass(obj, Spider)
+        and obj is not Spider
+        and obj.__module__ == module.__name__
+    ]
+    if cls_name:
+        candidates = [c for c in candidates if c.__name__ == cls_name]
+    if name:
+        candidates = [c for c in candidates if c.name == name] or candidates
+    if not candidates:
+        what = f"class {cls_name!r}" if cls_name else "Spider subclass"
+        raise SpiderLoadError(f"{target}: no {what} found")
+    if len(candidates) > 1:
+        names = ", ".join(sorted(c.__name__ for c in candidates))
+        raise SpiderLoadError(f"{target}: several spiders ({names}); name one as {target}:Class")
+    spider = candidates[0]
+    if not spider.name:
+        raise SpiderLoadError(f"{target}: spider {spider.__name__} has no name")
+    return spider
+
+
+def _is_windows_path(ref: str) -> bool:
+    return len(ref) > 2 and ref[1] == ":" and ref[2] in "\\/"
+
+
+def _load_module(target: str) -> Any:
+    if target.endswith(".py") or "/" in target or Path(target).exists():
+        path = Path(target)
+        if not path.is_file():
+            raise SpiderLoadError(f"spider file {target} does not exist")
+        return _load_file(path.resolve())
+    try:
+        return importlib.import_module(target)
+    except ImportError as exc:
+        raise SpiderLoadError(f"cannot import spider module {target}: {exc}") from None
+
+
+def _load_file(path: Path) -> Any:
+    # one module name per file path, so two spider files called spider.py do not collide
+    mod_name = "crawlfleet_spider_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise SpiderLoadError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[mod_name]
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise SpiderLoadError(f"{path}: failed to import: {line}") from None
+    return module
+
+
+def spider_ref(ref: str) -> str:
+    """The reference stored in a job: file paths made absolute, module refs kept."""
+    target, sep, cls_name = ref.partition(":")
+    if target.endswith(".py") or Path(target).is_file():
+        return str(Path(target).resolve()) + (sep + cls_name if cls_name else "")
+    return ref
+
+
+def configure(spider_cls: type[Spider], settings: Mapping[str, Any]) -> type[Spider]:
+    """Apply a job's stored overrides (e.g. ``start_urls`` chosen at submit time)."""
+    attrs = {k: settings[k] for k in ("start_urls", "allowed_domains") if k in settings}
+    if not attrs:
+        return spider_cls
+    return type(spider_cls.__name__, (spider_cls,), attrs)
