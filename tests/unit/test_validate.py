@@ -1,0 +1,163 @@
+"""RecordValidator: what becomes a keyed record, what goes to quarantine, and with which errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError, field_validator
+
+from crawlfleet.data.validate import Invalid, RecordValidator, Valid, invalid_from_exception
+
+PAGE = "https://shop.example/cat/1"
+
+
+class Product(BaseModel):
+    sku: str | None
+    name: str
+    price: Decimal
+    released: date | None = None
+
+    @field_validator("name")
+    @classmethod
+    def not_placeholder(cls, value: str) -> str:
+        if value == "TBD":
+            raise ValueError("placeholder name")
+        return value
+
+
+class Listing(BaseModel):
+    sku: str
+    name: str
+    price: float
+
+
+class Variant(BaseModel):
+    sku: str
+    size: int
+    name: str = "x"
+
+
+GOOD = {"sku": "A-1", "name": "Mug", "price": "9.50", "released": "2024-05-01"}
+
+
+def check(validator: RecordValidator, obj: Any, position: int = 0) -> Valid | Invalid:
+    return validator.check(obj, page_url=PAGE, position=position)
+
+
+def test_dict_valid_with_json_data() -> None:
+    result = check(RecordValidator(Product, "sku"), GOOD)
+    assert result == Valid("A-1", {**GOOD, "price": "9.50"})
+    json.dumps(result.data)  # JSON-ready: Decimal and date became strings
+
+
+def test_model_instance_of_model() -> None:
+    result = check(RecordValidator(Product, "sku"), Product.model_validate(GOOD))
+    assert isinstance(result, Valid)
+    assert result.data["released"] == "2024-05-01"
+
+
+def test_other_model_class_is_revalidated() -> None:
+    validator = RecordValidator(Product, "sku")
+    assert isinstance(check(validator, Listing(sku="B", name="Pen", price=1.5)), Valid)
+    result = check(validator, Listing(sku="B", name="TBD", price=1.5))
+    assert isinstance(result, Invalid)
+    assert result.errors[0]["loc"] == ["name"]
+
+
+def test_invalid_dict_keeps_data_and_json_safe_errors() -> None:
+    bad = {"sku": "A-2", "name": "TBD", "price": object()}
+    result = check(RecordValidator(Product, "sku"), bad)
+    assert isinstance(result, Invalid)
+    assert {tuple(e["loc"]) for e in result.errors} == {("name",), ("price",)}
+    by_loc = {e["loc"][0]: e for e in result.errors}
+    assert by_loc["name"]["input"] == "TBD"
+    assert by_loc["name"]["ctx"] == {"error": "placeholder name"}
+    assert "url" not in by_loc["name"]
+    assert result.data["sku"] == "A-2"
+    json.dumps([result.data, result.errors])  # storable as JSON despite object()
+
+
+@pytest.mark.parametrize("obj", [42, "text", ["a"], None, (1, 2)])
+def test_non_records_are_invalid(obj: Any) -> None:
+    for validator in (RecordValidator(Product, None), RecordValidator(None, None)):
+        result = check(validator, obj)
+        assert isinstance(result, Invalid)
+        assert result.errors[0]["type"] == "record_type"
+        assert "must be a dict or a pydantic model" in result.errors[0]["msg"]
+        json.dumps([result.data, result.errors])
+
+
+def test_no_model_accepts_dicts_and_models_as_they_are() -> None:
+    validator = RecordValidator(None, None)
+    raw = {"a": 1, "when": date(2024, 1, 2), "tags": {"x"}}
+    assert check(validator, raw, 3) == Valid(
+        f"{PAGE}#3", {"a": 1, "when": "2024-01-02", "tags": ["x"]}
+    )
+    result = check(validator, Variant(sku="S", size=2), 4)
+    assert result == Valid(f"{PAGE}#4", {"sku": "S", "size": 2, "name": "x"})
+
+
+def test_no_model_unserialisable_value_is_invalid() -> None:
+    result = check(RecordValidator(None, None), {"a": object()})
+    assert isinstance(result, Invalid)
+    assert result.errors[0]["type"] == "serialization_error"
+    json.dumps(result.data)
+
+
+def test_key_without_item_key_is_page_and_position() -> None:
+    validator = RecordValidator(Product, None)
+    keys = [check(validator, GOOD, n) for n in range(3)]
+    assert [k.key for k in keys if isinstance(k, Valid)] == [f"{PAGE}#0", f"{PAGE}#1", f"{PAGE}#2"]
+
+
+@pytest.mark.parametrize(
+    ("sku", "message"),
+    [(None, "item_key field 'sku' is missing"), ("", "item_key field 'sku' is empty")],
+)
+def test_missing_key_field_is_invalid(sku: str | None, message: str) -> None:
+    result = check(RecordValidator(Product, "sku"), {**GOOD, "sku": sku})
+    assert isinstance(result, Invalid)
+    assert result.errors == [{"type": "item_key", "loc": ["sku"], "msg": message, "input": sku}]
+
+
+def test_missing_key_without_model() -> None:
+    result = check(RecordValidator(None, "sku"), {"name": "x"})
+    assert isinstance(result, Invalid)
+    assert result.errors[0]["msg"] == "item_key field 'sku' is missing"
+
+
+def test_compound_key_is_unambiguous() -> None:
+    validator = RecordValidator(Variant, ("sku", "size"))
+    first = check(validator, {"sku": "a,b", "size": 1})
+    second = check(validator, {"sku": "a", "size": "1"})
+    assert isinstance(first, Valid)
+    assert isinstance(second, Valid)
+    assert first.key == '["a,b",1]'
+    assert second.key == '["a",1]'
+    assert first.key != second.key
+
+
+def test_single_non_string_key_is_json() -> None:
+    result = check(RecordValidator(Variant, "size"), {"sku": "s", "size": 7})
+    assert isinstance(result, Valid)
+    assert result.key == "7"
+
+
+def test_unknown_item_key_field_rejected_up_front() -> None:
+    with pytest.raises(ValueError, match="'skew' is not a field of Product"):
+        RecordValidator(Product, "skew")
+
+
+def test_invalid_from_exception() -> None:
+    with pytest.raises(ValidationError) as caught:
+        Product(sku="x", name="TBD", price=Decimal("1"))
+    result = invalid_from_exception(caught.value)
+    assert result.data is None
+    assert result.errors[0]["loc"] == ["name"]
+    assert result.errors[0]["msg"] == "Value error, placeholder name"
+    json.dumps(result.errors)
+    assert invalid_from_exception(caught.value, data={"b": b"\xff"}).data == {"b": "_w=="}
