@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -31,7 +34,50 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
+
+
+class _PgTestDatabase:
+    """One database per test session (created on first use, dropped at the end); every test
+    starts from empty tables (TRUNCATE is a few ms, a fresh schema would migrate every time)."""
+
+    def __init__(self, server_dsn: str) -> None:
+        self.server_dsn = server_dsn
+        self.name = f"crawlfleet_test_{secrets.token_hex(4)}"
+        self.dsn = urlunsplit(urlsplit(server_dsn)._replace(path=f"/{self.name}"))
+        self._conn: Any = None  # psycopg.Connection to the test database
+
+    def fresh(self) -> str:
+        import psycopg
+
+        if self._conn is None:
+            with psycopg.connect(self.server_dsn, autocommit=True) as admin:
+                admin.execute(f'CREATE DATABASE "{self.name}"')
+            self._conn = psycopg.connect(self.dsn, autocommit=True)
+        tables = self._conn.execute(
+            "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ') FROM pg_tables"
+            " WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
+            " AND tablename <> 'crawlfleet_meta'"
+        ).fetchone()[0]
+        if tables:
+            self._conn.execute(f"TRUNCATE {tables} RESTART IDENTITY")
+        return self.dsn
+
+    def drop(self) -> None:
+        if self._conn is None:
+            return
+        import psycopg
+
+        self._conn.close()
+        with psycopg.connect(self.server_dsn, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+PG_TEST_DB = _PgTestDatabase(PG_DSN)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    PG_TEST_DB.drop()
 
 
 async def make_frontier(backend: str, tmp_path: Path, clock: FakeClock) -> Frontier:
@@ -39,6 +85,10 @@ async def make_frontier(backend: str, tmp_path: Path, clock: FakeClock) -> Front
         from crawlfleet.frontier.sqlite import SQLiteFrontier
 
         return SQLiteFrontier(tmp_path / "queue.db", clock=clock)
+    if backend == "postgres":
+        from crawlfleet.frontier.postgres import PostgresFrontier
+
+        return PostgresFrontier(PG_TEST_DB.fresh(), clock=clock, max_size=4)
     raise ValueError(backend)
 
 

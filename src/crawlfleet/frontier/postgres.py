@@ -1,0 +1,582 @@
+"""The fleet frontier: one PostgreSQL database shared by workers on any number of machines.
+
+Same contract and semantics as :mod:`crawlfleet.frontier.sqlite` (the reference); the SQL and the
+reasons behind it (SKIP LOCKED, lock order, indexes) are in ``sql/postgres.sql``. Every verb is one
+transaction of a few batched statements on a pooled asyncpg connection. The schema is versioned:
+``upgrade()`` (run by ``open()``, and by ``crawlfleet db upgrade``) applies pending migrations under
+an advisory lock, so a fleet that boots at once migrates once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import asyncpg
+
+from crawlfleet.errors import StoreError
+from crawlfleet.frontier.base import (
+    Attempt,
+    Completion,
+    DeadLetter,
+    DeadReason,
+    DomainLimits,
+    Failure,
+    Job,
+    JobSpec,
+    JobState,
+    JobStats,
+    Lease,
+    LeaseRef,
+    NewRequest,
+    QuarantineRow,
+    RecordRow,
+)
+from crawlfleet.frontier.sql import queries
+from crawlfleet.urls import mask_credentials
+
+T = TypeVar("T")
+Q = queries("postgres")
+Conn = Any  # asyncpg.Connection (asyncpg ships no type hints)
+
+#: how far ahead the store hands out pacing slots of a rate-limited domain (seconds)
+PACING_HORIZON = 2.0
+#: most domains looked at per lease call; the rest get their turn at the next call
+DOMAINS_PER_LEASE = 256
+#: versioned migrations, ``[(version, name, sql)]`` in order, from ``-- name: migration_NNNN_x``
+MIGRATIONS = sorted(
+    (int(name.split("_")[1]), name.split("_", 2)[2], sql)
+    for name, sql in Q.items()
+    if name.startswith("migration_")
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+#: deadlocks are avoided by lock order; these are the rare leftovers, worth one more try
+_RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+_TX_ATTEMPTS = 5
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _count(status: str) -> int:
+    """Rows affected, from a command tag such as ``INSERT 0 12`` or ``UPDATE 3``."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+class PostgresFrontier:
+    """The frontier contract on PostgreSQL (``postgresql://user@host/db``)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> None:
+        self.dsn = dsn
+        self.clock = clock
+        self.schema = schema
+        self.min_size = min_size
+        self.max_size = max_size
+        self._pool: Any = None  # asyncpg.Pool
+        self._job_ids: dict[str, int] = {}
+        self._job_defaults: dict[int, tuple[DomainLimits, dict[str, DomainLimits], int]] = {}
+        self._known_domains: set[str] = set()
+
+    def __repr__(self) -> str:
+        where = mask_credentials(self.dsn) + (f" schema={self.schema}" if self.schema else "")
+        return f"<PostgresFrontier {where}>"
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return mask_credentials(self.dsn)
+
+    async def open(self) -> None:
+        settings = {"search_path": _quote_ident(self.schema)} if self.schema else {}
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=self.min_size,
+                max_size=self.max_size,
+                server_settings=settings,
+            )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            where = self._where()
+            raise StoreError(f"cannot connect to queue store {where}: {_line(exc)}") from exc
+        try:
+            await self.upgrade()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def __aenter__(self) -> PostgresFrontier:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, write: bool = True) -> T:
+        """Run ``fn(conn)`` in one transaction (retried on deadlock), store errors as StoreError."""
+        if self._pool is None:
+            raise StoreError("the PostgreSQL frontier is not open")
+        for attempt in range(_TX_ATTEMPTS):
+            try:
+                async with self._pool.acquire() as conn:
+                    if not write:
+                        return await fn(conn)
+                    async with conn.transaction():
+                        return await fn(conn)
+            except _RETRYABLE:
+                if attempt == _TX_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.01 * (attempt + 1))
+            except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError) as exc:
+                raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
+        raise AssertionError("unreachable")
+
+    async def upgrade(self) -> int:
+        """Apply pending schema migrations; returns the schema version. Safe to run concurrently."""
+
+        async def tx(conn: Conn) -> int:
+            await conn.execute(Q["advisory_lock"], self.schema or "")
+            if self.schema:
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+                await conn.execute(f"SET LOCAL search_path TO {_quote_ident(self.schema)}")
+            await conn.execute(Q["meta_table"])
+            applied = {row[0] for row in await conn.fetch(Q["applied_versions"])}
+            for version, name, sql in MIGRATIONS:
+                if version not in applied:
+                    await conn.execute(sql)
+                    await conn.execute(Q["record_version"], version, name, self.clock())
+            current: int = await conn.fetchval(Q["schema_version"])
+            return current
+
+        return await self._run(tx)
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    async def submit_job(self, spec: JobSpec) -> Job:
+        settings = dict(spec.settings)
+        settings["_limits"] = {
+            "default": [spec.default_limits.max_in_flight, spec.default_limits.min_delay],
+            "domains": {d: [v.max_in_flight, v.min_delay] for d, v in spec.domain_limits.items()},
+        }
+        args = (spec.name, spec.spider, _dumps(settings), spec.max_attempts, self.clock())
+
+        async def tx(conn: Conn) -> None:
+            await conn.execute(Q["submit_job"], *args)
+            for domain, limits in sorted(spec.domain_limits.items()):
+                await self._upsert_domain(conn, domain, limits)
+
+        await self._run(tx)
+        job = await self.get_job(spec.name)
+        assert job is not None
+        return job
+
+    @staticmethod
+    async def _upsert_domain(conn: Conn, domain: str, limits: DomainLimits) -> None:
+        await conn.execute(Q["upsert_domain"], domain, limits.max_in_flight, limits.min_delay)
+
+    def _job_from_row(self, row: Sequence[Any]) -> Job:
+        settings = json.loads(row[4])
+        limits = settings.pop("_limits", None) or {"default": [8, 0.0], "domains": {}}
+        self._job_ids[row[1]] = row[0]
+        self._job_defaults[row[0]] = (
+            DomainLimits(*limits["default"]),
+            {d: DomainLimits(*v) for d, v in limits["domains"].items()},
+            row[6],
+        )
+        return Job(row[0], row[1], row[2], JobState(row[3]), settings, row[5])
+
+    async def get_job(self, name: str) -> Job | None:
+        row = await self._run(lambda c: c.fetchrow(Q["get_job"], name), write=False)
+        return None if row is None else self._job_from_row(row)
+
+    async def list_jobs(self) -> list[Job]:
+        rows = await self._run(lambda c: c.fetch(Q["list_jobs"]), write=False)
+        return [self._job_from_row(r) for r in rows]
+
+    async def set_job_state(self, name: str, state: JobState) -> None:
+        await self._run(lambda c: c.execute(Q["set_job_state"], state.value, name))
+
+    async def _job_id(self, name: str) -> int:
+        if name not in self._job_ids and await self.get_job(name) is None:
+            raise StoreError(f"no job named {name!r} in {self._where()}")
+        return self._job_ids[name]
+
+    # -- enqueue --------------------------------------------------------------------------------
+
+    async def enqueue(self, job: str, requests: Sequence[NewRequest]) -> int:
+        if not requests:
+            return 0
+        job_id = await self._job_id(job)
+        added, new_domains = await self._run(lambda c: self._enqueue(c, job_id, requests))
+        self._known_domains.update(new_domains)
+        return added
+
+    async def _enqueue(
+        self, conn: Conn, job_id: int, requests: Iterable[NewRequest]
+    ) -> tuple[int, list[str]]:
+        """Insert the requests and any domain not seen yet; returns (added, domains inserted)."""
+        default, per_domain, max_attempts = self._job_defaults[job_id]
+        cols: tuple[list[Any], ...] = tuple([] for _ in range(11))
+        domains: set[str] = set()
+        for r in sorted(requests, key=lambda r: r.fingerprint):
+            domains.add(r.domain)
+            for col, value in zip(
+                cols,
+                (
+                    r.fingerprint,
+                    r.url,
+                    r.domain,
+                    r.priority,
+                    r.depth,
+                    r.callback,
+                    _dumps(r.meta) if r.meta else None,
+                    r.method,
+                    r.body,
+                    r.fetcher,
+                    r.max_attempts or max_attempts,
+                ),
+                strict=True,
+            ):
+                col.append(value)
+        status = await conn.execute(Q["insert_requests"], job_id, self.clock(), *cols)
+        new = sorted(domains - self._known_domains)
+        if new:
+            limits = [per_domain.get(d, default) for d in new]
+            await conn.execute(
+                Q["insert_domains"],
+                new,
+                [x.max_in_flight for x in limits],
+                [x.min_delay for x in limits],
+            )
+        return _count(status), new
+
+    # -- lease ----------------------------------------------------------------------------------
+
+    async def lease(
+        self, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None = None
+    ) -> list[Lease]:
+        if limit <= 0:
+            return []
+        wanted = list(jobs) if jobs is not None else None
+
+        async def tx(conn: Conn) -> list[Lease]:
+            now = self.clock()
+            await self._rescue(conn, now)
+            rows = await conn.fetch(
+                Q["lease"], now, now + PACING_HORIZON, DOMAINS_PER_LEASE, limit, worker, ttl, wanted
+            )
+            return [self._lease_from_row(r) for r in rows]
+
+        return await self._run(tx)
+
+    @staticmethod
+    def _lease_from_row(row: Sequence[Any]) -> Lease:
+        (rid, job, url, domain, prio, depth, cb, meta, method, body, fetcher) = row[:11]
+        attempts, max_attempts, token, expires_at, start_at = row[11:]
+        return Lease(
+            id=rid,
+            job=job,
+            url=url,
+            domain=domain,
+            priority=prio,
+            depth=depth,
+            callback=cb,
+            meta=json.loads(meta) if meta else {},
+            method=method,
+            body=body,
+            fetcher=fetcher,
+            attempts=attempts,
+            max_attempts=max_attempts,
+            token=token,
+            expires_at=expires_at,
+            start_at=start_at,
+        )
+
+    async def _rescue(self, conn: Conn, now: float) -> int:
+        rows = await conn.fetch(Q["rescue_expired"], now)
+        await self._release_domains(conn, Counter({r[0]: r[1] for r in rows}))
+        return sum(r[1] for r in rows)
+
+    async def rescue_expired(self) -> int:
+        return await self._run(lambda c: self._rescue(c, self.clock()))
+
+    @staticmethod
+    async def _release_domains(conn: Conn, freed: Counter[str]) -> None:
+        if freed:
+            domains = sorted(freed)
+            await conn.execute(Q["release_domains"], domains, [freed[d] for d in domains])
+
+    # -- lease holders' verbs -------------------------------------------------------------------
+
+    async def heartbeat(self, leases: Sequence[LeaseRef], ttl: float) -> set[int]:
+        if not leases:
+            return set()
+        ids, tokens = _refs(leases)
+
+        async def tx(conn: Conn) -> set[int]:
+            rows = await conn.fetch(Q["heartbeat"], self.clock() + ttl, ids, tokens)
+            return {r[0] for r in rows}
+
+        return await self._run(tx)
+
+    async def complete(self, items: Sequence[Completion]) -> set[int]:
+        if not items:
+            return set()
+        new_domains: list[str] = []
+
+        async def tx(conn: Conn) -> set[int]:
+            new_domains.clear()  # a retried transaction starts over
+            return await self._complete(conn, items, new_domains)
+
+        accepted = await self._run(tx)
+        self._known_domains.update(new_domains)
+        return accepted
+
+    async def _complete(
+        self, conn: Conn, items: Sequence[Completion], new_domains: list[str]
+    ) -> set[int]:
+        now = self.clock()
+        ordered = sorted(items, key=lambda c: c.lease.id)
+        rows = await conn.fetch(
+            Q["complete"],
+            now,
+            [c.lease.id for c in ordered],
+            [c.lease.token for c in ordered],
+            [c.status for c in ordered],
+        )
+        # fenced leases are missing here: nothing they sent is written
+        job_of = {r[0]: r[1] for r in rows}
+        done = [c for c in items if c.lease.id in job_of]
+        records: dict[tuple[int, str], tuple[Any, ...]] = {}
+        for c in done:
+            for r in c.records:  # the last row of one key wins, as with sequential upserts
+                records[(job_of[c.lease.id], r.key)] = (
+                    r.data,
+                    r.url,
+                    r.fetched_at,
+                    r.warc_file,
+                    r.warc_record_id,
+                )
+        if records:
+            keys = sorted(records)
+            await conn.execute(
+                Q["upsert_records"],
+                now,
+                [k[0] for k in keys],
+                [k[1] for k in keys],
+                *_columns((_dumps(v[0]), *v[1:]) for v in (records[k] for k in keys)),
+            )
+        quarantined = [
+            (
+                job_of[c.lease.id],
+                q.url,
+                _dumps(q.data),
+                _dumps(q.errors),
+                q.fetched_at,
+                q.warc_file,
+                q.warc_record_id,
+            )
+            for c in done
+            for q in c.quarantined
+        ]
+        if quarantined:
+            await conn.execute(Q["insert_quarantine"], *_columns(quarantined, 7))
+        contents = sorted(
+            (job_of[c.lease.id], c.content_hash, c.lease.id)
+            for c in done
+            if c.content_hash is not None
+        )
+        if contents:
+            await conn.execute(Q["insert_content"], *_columns(contents, 3))
+        discovered: dict[int, list[NewRequest]] = {}
+        for c in done:
+            if c.discovered:
+                discovered.setdefault(job_of[c.lease.id], []).extend(c.discovered)
+        for job_id, reqs in sorted(discovered.items()):
+            _, new = await self._enqueue(conn, job_id, reqs)
+            new_domains.extend(new)
+        await self._release_domains(conn, Counter(r[2] for r in rows))
+        return set(job_of)
+
+    async def fail(self, items: Sequence[Failure]) -> set[int]:
+        if not items:
+            return set()
+        ordered = sorted(items, key=lambda f: f.lease.id)
+        args = (
+            [f.lease.id for f in ordered],
+            [f.lease.token for f in ordered],
+            [f.retry_at for f in ordered],
+            [
+                None
+                if f.retry_at is not None
+                else (f.dead_reason or DeadReason.TOO_MANY_RETRIES).value
+                for f in ordered
+            ],
+            [f.error for f in ordered],
+            [f.status for f in ordered],
+            [f.outcome for f in ordered],
+            [f.route for f in ordered],
+        )
+
+        async def tx(conn: Conn) -> set[int]:
+            rows = await conn.fetch(Q["fail"], self.clock(), *args)
+            await self._release_domains(conn, Counter(r[1] for r in rows))
+            return {r[0] for r in rows}
+
+        return await self._run(tx)
+
+    async def release(self, leases: Sequence[LeaseRef]) -> set[int]:
+        if not leases:
+            return set()
+        ids, tokens = _refs(leases)
+
+        async def tx(conn: Conn) -> set[int]:
+            rows = await conn.fetch(Q["release"], self.clock(), ids, tokens)
+            await self._release_domains(conn, Counter(r[1] for r in rows))
+            return {r[0] for r in rows}
+
+        return await self._run(tx)
+
+    async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
+        await self._run(lambda c: self._upsert_domain(c, domain, limits))
+        self._known_domains.add(domain)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    async def stats(self, job: str) -> JobStats:
+        j = await self.get_job(job)
+        if j is None:
+            raise StoreError(f"no job named {job!r} in {self._where()}")
+        now = self.clock()
+        s = await self._run(lambda c: c.fetchrow(Q["count_states"], now, j.id), write=False)
+        return JobStats(
+            job=job,
+            state=j.state,
+            queued=s[0],
+            waiting=s[1],
+            leased=s[2],
+            done=s[3],
+            dead=s[4],
+            retried=s[5],
+            retry_depth_sum=s[6],
+            oldest_queued_age=max(0.0, now - s[7]) if s[7] is not None else 0.0,
+            records=s[8],
+            quarantined=s[9],
+        )
+
+    async def is_finished(self, job: str) -> bool:
+        job_id = await self._job_id(job)
+        busy = await self._run(lambda c: c.fetchval(Q["unfinished"], job_id), write=False)
+        return not busy
+
+    async def _page(self, query: str, *args: Any) -> list[Any]:
+        rows: list[Any] = await self._run(lambda c: c.fetch(Q[query], *args), write=False)
+        return rows
+
+    async def iter_records(self, job: str, batch: int = 1000) -> AsyncIterator[RecordRow]:
+        job_id = await self._job_id(job)
+        last = ""
+        while True:
+            rows = await self._page("iter_records", job_id, last, batch)
+            for key, data, url, fetched_at, warc_file, warc_id in rows:
+                yield RecordRow(key, json.loads(data), url, fetched_at, warc_file, warc_id)
+            if len(rows) < batch:
+                return
+            last = rows[-1][0]
+
+    async def iter_quarantine(self, job: str, batch: int = 1000) -> AsyncIterator[QuarantineRow]:
+        job_id = await self._job_id(job)
+        last = 0
+        while True:
+            rows = await self._page("iter_quarantine", job_id, last, batch)
+            for _id, data, errors, url, fetched_at, warc_file, warc_id in rows:
+                data_obj = json.loads(data) if data else None
+                yield QuarantineRow(
+                    data_obj, json.loads(errors), url, fetched_at, warc_file, warc_id
+                )
+            if len(rows) < batch:
+                return
+            last = rows[-1][0]
+
+    async def dead_letters(
+        self, job: str | None = None, reason: DeadReason | None = None, limit: int = 1000
+    ) -> list[DeadLetter]:
+        rows = await self._page("dead_letters", job, reason.value if reason else None, limit)
+        return [_dead_from_row(r) for r in rows]
+
+    async def dead_letter(self, request_id: int) -> DeadLetter | None:
+        async def read(conn: Conn) -> DeadLetter | None:
+            row = await conn.fetchrow(Q["dead_letter"], request_id)
+            if row is None:
+                return None
+            history = [Attempt(*a) for a in await conn.fetch(Q["attempts_of"], request_id)]
+            return _dead_from_row(row, history)
+
+        return await self._run(read, write=False)
+
+    async def replay_dead(
+        self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()
+    ) -> int:
+        now = self.clock()
+        if ids:
+            status = await self._run(lambda c: c.execute(Q["replay_dead_ids"], now, list(ids)))
+        else:
+            value = reason.value if reason else None
+            status = await self._run(lambda c: c.execute(Q["replay_dead_where"], now, job, value))
+        return _count(status)
+
+
+def _dead_from_row(row: Sequence[Any], history: Sequence[Attempt] = ()) -> DeadLetter:
+    rid, job, url, reason, error, attempts, died_at = row
+    return DeadLetter(
+        rid,
+        job,
+        url,
+        DeadReason(reason or "too_many_retries"),
+        error,
+        attempts,
+        died_at or 0.0,
+        tuple(history),
+    )
+
+
+def _refs(leases: Sequence[LeaseRef]) -> tuple[list[int], list[int]]:
+    """Ids and tokens as two arrays, in id order (one lock order for every transaction)."""
+    ordered = sorted(leases, key=lambda r: r.id)
+    return [r.id for r in ordered], [r.token for r in ordered]
+
+
+def _columns(rows: Iterable[Sequence[Any]], width: int = 5) -> list[list[Any]]:
+    """Rows to columns, the shape ``unnest($1::t[], $2::t[], …)`` takes."""
+    cols: list[list[Any]] = [[] for _ in range(width)]
+    for row in rows:
+        for col, value in zip(cols, row, strict=True):
+            col.append(value)
+    return cols
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _line(exc: BaseException) -> str:
+    """One line about ``exc``: its class and the first line of its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,418 @@
+-- The PostgreSQL frontier: many workers on many machines share one database.
+--
+-- Conventions of this file:
+-- * Every time is the caller's clock (double precision epoch seconds), passed as a parameter, never
+--   now(): one clock for the whole contract, and a fake one in the tests.
+-- * Batches travel as arrays (unnest): one statement per batch, never one round trip per row.
+-- * Lock order is fixed to keep concurrent transactions out of deadlocks: request rows before
+--   domain rows, and several domain rows always in domain order. The lease is the exception that
+--   proves it: it takes domain rows first, but only with SKIP LOCKED, so it never waits for one.
+-- * Blocks named migration_NNNN are the versioned schema, applied in order by upgrade() under an
+--   advisory lock; a released migration is never edited, a change is a new block.
+
+-- name: meta_table
+CREATE TABLE IF NOT EXISTS crawlfleet_meta (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at double precision NOT NULL
+);
+
+-- name: migration_0001_initial
+CREATE TABLE jobs (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name         text NOT NULL UNIQUE,
+    spider       text NOT NULL,
+    state        text NOT NULL DEFAULT 'running',
+    settings     jsonb NOT NULL DEFAULT '{}',
+    max_attempts integer NOT NULL DEFAULT 5,
+    created_at   double precision NOT NULL
+);
+
+-- Politeness is per domain across every job and worker: the store, not a process, holds it.
+-- delay is the current (adaptive) gap between request starts; next_at the earliest next start.
+-- Domain names are compared bytewise (COLLATE "C"): cheaper, and the same order everywhere.
+CREATE TABLE domains (
+    domain        text COLLATE "C" PRIMARY KEY,
+    max_in_flight integer NOT NULL,
+    min_delay     double precision NOT NULL,
+    delay         double precision NOT NULL,
+    in_flight     integer NOT NULL DEFAULT 0,
+    next_at       double precision NOT NULL DEFAULT 0,
+    blocked_until double precision NOT NULL DEFAULT 0,
+    last_lease_at double precision NOT NULL DEFAULT 0
+);
+-- the lease walks domains oldest-served first and stops as soon as its batch is full: with this
+-- index it reads a handful of domains instead of sorting all of them on every lease
+CREATE INDEX domains_served ON domains (last_lease_at, domain);
+
+CREATE TABLE requests (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id           bigint NOT NULL REFERENCES jobs (id),
+    fingerprint      bytea NOT NULL,
+    url              text NOT NULL,
+    domain           text COLLATE "C" NOT NULL,
+    priority         integer NOT NULL DEFAULT 0,
+    depth            integer NOT NULL DEFAULT 0,
+    callback         text,
+    meta             jsonb,
+    method           text NOT NULL DEFAULT 'GET',
+    body             bytea,
+    fetcher          text,
+    state            text NOT NULL DEFAULT 'queued',
+    ready_at         double precision NOT NULL DEFAULT 0,
+    attempts         integer NOT NULL DEFAULT 0,
+    max_attempts     integer NOT NULL,
+    lease_owner      text,
+    lease_token      bigint NOT NULL DEFAULT 0,
+    lease_expires_at double precision,
+    status           integer,
+    dead_reason      text,
+    last_error       text,
+    created_at       double precision NOT NULL,
+    finished_at      double precision,
+    -- the final arbiter of URL dedup: workers dedupe in memory first, this catches the rest
+    CONSTRAINT requests_fingerprint UNIQUE (job_id, fingerprint)
+);
+-- The lease reads the best ready requests of one domain. Partial: done and dead rows (the bulk
+-- of a long crawl) stay out of it, so it stays small and hot however big the crawl grows.
+CREATE INDEX requests_ready ON requests (domain, priority DESC, id) WHERE state = 'queued';
+-- rescue reads only live leases, oldest expiry first
+CREATE INDEX requests_leased ON requests (lease_expires_at) WHERE state = 'leased';
+-- stats, is_finished, dead letters: per job and state
+CREATE INDEX requests_job_state ON requests (job_id, state);
+
+-- failed attempts only (successes are the common case and need no history row)
+CREATE TABLE attempts (
+    request_id bigint NOT NULL,
+    n          integer NOT NULL,
+    at         double precision NOT NULL,
+    outcome    text NOT NULL,
+    status     integer,
+    error      text,
+    route      text
+);
+CREATE INDEX attempts_request ON attempts (request_id);
+
+-- keys compare bytewise so export pages (keyset on key) walk the primary key in SQLite's order
+CREATE TABLE records (
+    job_id         bigint NOT NULL,
+    key            text COLLATE "C" NOT NULL,
+    data           jsonb NOT NULL,
+    url            text NOT NULL,
+    fetched_at     double precision NOT NULL,
+    warc_file      text,
+    warc_record_id text,
+    updated_at     double precision NOT NULL,
+    PRIMARY KEY (job_id, key)
+);
+
+CREATE TABLE quarantine (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id         bigint NOT NULL,
+    url            text NOT NULL,
+    data           jsonb,
+    errors         jsonb NOT NULL,
+    fetched_at     double precision NOT NULL,
+    warc_file      text,
+    warc_record_id text
+);
+CREATE INDEX quarantine_job ON quarantine (job_id, id);
+
+-- content dedup: the first request whose body had this hash; later ones are noted, not parsed
+CREATE TABLE content (
+    job_id     bigint NOT NULL,
+    hash       bytea NOT NULL,
+    request_id bigint NOT NULL,
+    PRIMARY KEY (job_id, hash)
+);
+
+-- name: advisory_lock
+-- Serialises upgrade() across every process starting at once (a fleet boots together); the lock
+-- is per schema and ends with the transaction, so a crashed upgrader cannot leave it held.
+SELECT pg_advisory_xact_lock(hashtext('crawlfleet.upgrade'), hashtext($1::text));
+
+-- name: applied_versions
+SELECT version FROM crawlfleet_meta ORDER BY version;
+
+-- name: record_version
+INSERT INTO crawlfleet_meta (version, name, applied_at) VALUES ($1, $2, $3);
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM crawlfleet_meta;
+
+-- name: submit_job
+INSERT INTO jobs (name, spider, settings, max_attempts, created_at)
+VALUES ($1, $2, $3::jsonb, $4, $5)
+ON CONFLICT (name) DO UPDATE SET
+    spider = excluded.spider, settings = excluded.settings, max_attempts = excluded.max_attempts;
+
+-- name: get_job
+SELECT id, name, spider, state, settings::text, created_at, max_attempts FROM jobs WHERE name = $1;
+
+-- name: list_jobs
+SELECT id, name, spider, state, settings::text, created_at, max_attempts FROM jobs ORDER BY id;
+
+-- name: set_job_state
+UPDATE jobs SET state = $1 WHERE name = $2;
+
+-- name: insert_requests
+-- One statement per batch. The caller sorts the batch by fingerprint: concurrent producers then
+-- meet on the unique index in the same order and wait for each other instead of deadlocking.
+-- DO NOTHING also absorbs duplicates inside the batch.
+INSERT INTO requests
+    (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
+     max_attempts, state, ready_at, created_at)
+SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
+       u.body, u.fetcher, u.max_attempts, 'queued', $2, $2
+FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::jsonb[],
+            $10::text[], $11::bytea[], $12::text[], $13::int[])
+     AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
+          max_attempts)
+ON CONFLICT (job_id, fingerprint) DO NOTHING;
+
+-- name: insert_domains
+-- first writer wins; set_domain_limits changes an existing domain. Sorted by the caller.
+INSERT INTO domains (domain, max_in_flight, min_delay, delay)
+SELECT u.domain, u.max_in_flight, u.min_delay, u.min_delay
+FROM unnest($1::text[], $2::int[], $3::float8[]) AS u(domain, max_in_flight, min_delay)
+ON CONFLICT (domain) DO NOTHING;
+
+-- name: upsert_domain
+INSERT INTO domains (domain, max_in_flight, min_delay, delay) VALUES ($1, $2, $3, $3)
+ON CONFLICT (domain) DO UPDATE SET
+    max_in_flight = excluded.max_in_flight,
+    min_delay = excluded.min_delay,
+    delay = greatest(domains.delay, excluded.min_delay);
+
+-- name: rescue_expired
+-- An expired lease counted its attempt when it was taken: back to the queue, or dead when that
+-- was the last one (a URL that kills its worker every time must not loop forever).
+-- SKIP LOCKED: every leaser runs this first; two of them rescuing at once split the expired rows
+-- instead of queueing behind each other, and a row a holder is completing right now is left to it.
+WITH expired AS (
+    SELECT id FROM requests
+    WHERE state = 'leased' AND lease_expires_at < $1
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+), rescued AS (
+    UPDATE requests r SET
+        state = CASE WHEN r.attempts >= r.max_attempts THEN 'dead' ELSE 'queued' END,
+        dead_reason = CASE WHEN r.attempts >= r.max_attempts THEN 'worker_lost'
+                           ELSE r.dead_reason END,
+        last_error = 'lease expired (worker lost)',
+        finished_at = CASE WHEN r.attempts >= r.max_attempts THEN $1::float8 END,
+        ready_at = $1,
+        lease_owner = NULL
+    FROM expired e
+    WHERE r.id = e.id
+    RETURNING r.id, r.domain, r.attempts
+), history AS (
+    INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
+    SELECT id, attempts, $1::float8, 'lease_expired', NULL, 'lease expired', NULL FROM rescued
+)
+SELECT domain, count(*)::int FROM rescued GROUP BY domain;
+
+-- name: lease
+-- The whole lease in one statement, read lazily from the top: the outer LIMIT stops the walk as
+-- soon as the batch is full, so a lease touches only the domains and rows it hands out.
+--
+-- cand: domains with a free in-flight slot, not backed off, a pacing slot within the horizon and
+--   ready work, oldest-served first (a domain with a million URLs cannot starve ten small ones).
+--   FOR UPDATE SKIP LOCKED on the domain row is what makes pacing hold across the fleet: while
+--   one leaser hands out a domain's slots, another skips that domain (it does not wait, and it
+--   cannot hand out the same slots) and serves the next one.
+-- pick: per domain, its best ready requests (priority, then age), as many as it has free slots
+--   (and pacing slots inside the horizon), FOR UPDATE SKIP LOCKED so concurrent leasers never
+--   share a row. slot numbers the domain's requests: it starts at start + slot * delay.
+-- taken: the fencing token moves on at every lease; a holder whose lease was taken over is
+--   refused by complete/fail/heartbeat.
+-- served: the domains' in-flight counts and next pacing slot, on the rows locked in cand.
+WITH active AS (
+    SELECT coalesce(array_agg(id), '{}') AS ids FROM jobs
+    WHERE state = 'running' AND ($7::text[] IS NULL OR name = ANY ($7::text[]))
+), cand AS MATERIALIZED (
+    SELECT d.domain, d.max_in_flight - d.in_flight AS free, d.delay,
+           greatest(d.next_at, $1) AS start, d.last_lease_at
+    FROM domains d
+    WHERE d.in_flight < d.max_in_flight AND d.blocked_until <= $1 AND d.next_at <= $2
+      AND EXISTS (
+          SELECT FROM requests r
+          WHERE r.domain = d.domain AND r.state = 'queued' AND r.ready_at <= $1
+            AND r.job_id = ANY ((SELECT ids FROM active)::bigint[]))
+    ORDER BY d.last_lease_at, d.domain
+    LIMIT $3
+    FOR UPDATE OF d SKIP LOCKED
+), pick AS MATERIALIZED (
+    SELECT p.id, c.domain, c.delay, c.start, c.last_lease_at, p.slot,
+           c.start + p.slot * c.delay AS start_at
+    FROM cand c
+    CROSS JOIN LATERAL (
+        SELECT q.id, (row_number() OVER (ORDER BY q.priority DESC, q.id) - 1)::int AS slot
+        FROM (
+            SELECT r.id, r.priority FROM requests r
+            WHERE r.domain = c.domain AND r.state = 'queued' AND r.ready_at <= $1
+              AND r.job_id = ANY ((SELECT ids FROM active)::bigint[])
+            ORDER BY r.priority DESC, r.id
+            LIMIT least(c.free, CASE WHEN c.delay > 0
+                                     THEN floor(($2 - c.start) / c.delay)::int + 1
+                                     ELSE c.free END)
+            FOR UPDATE SKIP LOCKED
+        ) q
+    ) p
+    LIMIT $4
+), taken AS (
+    UPDATE requests r SET
+        state = 'leased',
+        attempts = r.attempts + 1,
+        lease_token = r.lease_token + 1,
+        lease_owner = $5,
+        lease_expires_at = p.start_at + $6
+    FROM pick p
+    WHERE r.id = p.id
+    RETURNING r.id, r.job_id, r.url, r.domain, r.priority, r.depth, r.callback, r.meta::text,
+              r.method, r.body, r.fetcher, r.attempts, r.max_attempts, r.lease_token,
+              r.lease_expires_at, p.start_at, p.last_lease_at, p.slot
+), served AS (
+    UPDATE domains d SET
+        in_flight = d.in_flight + s.n,
+        next_at = s.start + s.n * s.delay,
+        last_lease_at = $1
+    FROM (SELECT domain, start, delay, count(*)::int AS n FROM pick GROUP BY domain, start, delay) s
+    WHERE d.domain = s.domain
+)
+SELECT t.id, j.name, t.url, t.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
+       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.lease_expires_at, t.start_at
+FROM taken t JOIN jobs j ON j.id = t.job_id
+ORDER BY t.last_lease_at, t.domain, t.slot;
+
+-- name: release_domains
+-- Give back in-flight slots. The domain rows are locked in domain order first: two transactions
+-- freeing slots of the same domains in different orders would otherwise deadlock.
+WITH freed AS (
+    SELECT u.domain, u.n FROM unnest($1::text[], $2::int[]) AS u(domain, n)
+), locked AS (
+    SELECT d.domain FROM domains d
+    WHERE d.domain IN (SELECT domain FROM freed)
+    ORDER BY d.domain
+    FOR UPDATE
+)
+UPDATE domains d SET in_flight = greatest(0, d.in_flight - f.n)
+FROM freed f, locked l
+WHERE d.domain = f.domain AND l.domain = f.domain;
+
+-- name: heartbeat
+UPDATE requests r SET lease_expires_at = greatest(r.lease_expires_at, $1)
+FROM unnest($2::bigint[], $3::bigint[]) AS u(id, token)
+WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
+RETURNING r.id;
+
+-- name: complete
+UPDATE requests r SET state = 'done', status = u.status, finished_at = $1, lease_owner = NULL
+FROM unnest($2::bigint[], $3::bigint[], $4::int[]) AS u(id, token, status)
+WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
+RETURNING r.id, r.job_id, r.domain;
+
+-- name: fail
+-- No retry_at: dead with its reason. The attempt goes to the history in the same statement.
+WITH failed AS (
+    UPDATE requests r SET
+        state = CASE WHEN u.retry_at IS NULL THEN 'dead' ELSE 'queued' END,
+        ready_at = coalesce(u.retry_at, r.ready_at),
+        dead_reason = u.dead_reason,
+        last_error = u.error,
+        status = u.status,
+        finished_at = CASE WHEN u.retry_at IS NULL THEN $1::float8 END,
+        lease_owner = NULL
+    FROM unnest($2::bigint[], $3::bigint[], $4::float8[], $5::text[], $6::text[], $7::int[],
+                $8::text[], $9::text[])
+         AS u(id, token, retry_at, dead_reason, error, status, outcome, route)
+    WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
+    RETURNING r.id, r.domain, r.attempts, u.outcome, u.status, u.error, u.route
+), history AS (
+    INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
+    SELECT id, attempts, $1::float8, outcome, status, error, route FROM failed
+)
+SELECT id, domain FROM failed;
+
+-- name: release
+UPDATE requests r SET
+    state = 'queued', attempts = r.attempts - 1, ready_at = $1, lease_owner = NULL
+FROM unnest($2::bigint[], $3::bigint[]) AS u(id, token)
+WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
+RETURNING r.id, r.domain;
+
+-- name: upsert_records
+-- a record key is one record: a refetch replaces it, never duplicates it. The caller keeps the
+-- last of several rows with one key (DO UPDATE may touch a row once per statement) and sorts them.
+INSERT INTO records (job_id, key, data, url, fetched_at, warc_file, warc_record_id, updated_at)
+SELECT u.job_id, u.key, u.data, u.url, u.fetched_at, u.warc_file, u.warc_record_id, $1
+FROM unnest($2::bigint[], $3::text[], $4::jsonb[], $5::text[], $6::float8[], $7::text[],
+            $8::text[])
+     AS u(job_id, key, data, url, fetched_at, warc_file, warc_record_id)
+ON CONFLICT (job_id, key) DO UPDATE SET
+    data = excluded.data, url = excluded.url, fetched_at = excluded.fetched_at,
+    warc_file = excluded.warc_file, warc_record_id = excluded.warc_record_id,
+    updated_at = excluded.updated_at;
+
+-- name: insert_quarantine
+INSERT INTO quarantine (job_id, url, data, errors, fetched_at, warc_file, warc_record_id)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::jsonb[], $5::float8[],
+                     $6::text[], $7::text[]);
+
+-- name: insert_content
+INSERT INTO content (job_id, hash, request_id)
+SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[])
+ON CONFLICT (job_id, hash) DO NOTHING;
+
+-- name: count_states
+SELECT
+    count(*) FILTER (WHERE state = 'queued' AND ready_at <= $1),
+    count(*) FILTER (WHERE state = 'queued' AND ready_at > $1),
+    count(*) FILTER (WHERE state = 'leased'),
+    count(*) FILTER (WHERE state = 'done'),
+    count(*) FILTER (WHERE state = 'dead'),
+    count(*) FILTER (WHERE attempts > 1),
+    coalesce(sum(attempts - 1) FILTER (WHERE state IN ('done', 'dead')), 0),
+    min(created_at) FILTER (WHERE state = 'queued' AND ready_at <= $1),
+    (SELECT count(*) FROM records WHERE job_id = $2),
+    (SELECT count(*) FROM quarantine WHERE job_id = $2)
+FROM requests WHERE job_id = $2;
+
+-- name: unfinished
+SELECT EXISTS (SELECT FROM requests WHERE job_id = $1 AND state IN ('queued', 'leased'));
+
+-- name: iter_records
+SELECT key, data::text, url, fetched_at, warc_file, warc_record_id FROM records
+WHERE job_id = $1 AND key > $2 ORDER BY key LIMIT $3;
+
+-- name: iter_quarantine
+SELECT id, data::text, errors::text, url, fetched_at, warc_file, warc_record_id FROM quarantine
+WHERE job_id = $1 AND id > $2 ORDER BY id LIMIT $3;
+
+-- name: dead_letters
+SELECT r.id, j.name, r.url, r.dead_reason, r.last_error, r.attempts, r.finished_at
+FROM requests r JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'dead' AND ($1::text IS NULL OR j.name = $1)
+  AND ($2::text IS NULL OR r.dead_reason = $2)
+ORDER BY r.finished_at DESC, r.id
+LIMIT $3;
+
+-- name: dead_letter
+SELECT r.id, j.name, r.url, r.dead_reason, r.last_error, r.attempts, r.finished_at
+FROM requests r JOIN jobs j ON j.id = r.job_id
+WHERE r.state = 'dead' AND r.id = $1;
+
+-- name: attempts_of
+SELECT n, at, outcome, status, error, route FROM attempts WHERE request_id = $1 ORDER BY n, at;
+
+-- name: replay_dead_ids
+UPDATE requests SET state = 'queued', attempts = 0, ready_at = $1, dead_reason = NULL,
+    finished_at = NULL
+WHERE state = 'dead' AND id = ANY ($2::bigint[]);
+
+-- name: replay_dead_where
+UPDATE requests r SET state = 'queued', attempts = 0, ready_at = $1, dead_reason = NULL,
+    finished_at = NULL
+FROM jobs j
+WHERE r.state = 'dead' AND j.id = r.job_id
+  AND ($2::text IS NULL OR j.name = $2) AND ($3::text IS NULL OR r.dead_reason = $3);
