@@ -1,0 +1,337 @@
+"""``Response``: what a spider's ``parse`` receives, with Scrapy-style selectors.
+
+Everything is lazy, so a page costs only what its spider uses:
+
+* ``.text`` decodes on first use (BOM > explicit ``encoding=`` > ``Content-Type`` charset >
+  ``<meta charset>``/``http-equiv`` in the first 2 KiB > UTF-8; bad bytes become U+FFFD).
+* ``.css()``, ``.follow()`` and ``.follow_all()`` parse with lexbor (selectolax) on first use.
+  lexbor reads at most ``Response.max_parse_size`` bytes (4 MiB): multi-megabyte single-line
+  pages (inlined JSON, minified bundles) are where its time explodes, and links or fields past
+  the first 4 MiB of an HTML page are vanishingly rare. ``.text``, ``.body`` and ``.xpath()``
+  always see the whole page.
+* ``.xpath()`` builds a parsel (lxml) tree on first use; a spider that only uses CSS never pays
+  for lxml.
+
+Links are never joined here: ``follow`` hands the href and the page's base URL (``<base href>``
+or the final URL) to ``Request``, which joins lazily.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urljoin
+
+from multidict import CIMultiDict, CIMultiDictProxy
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+from w3lib.encoding import (
+    html_body_declared_encoding,
+    http_content_type_encoding,
+    read_bom,
+    resolve_encoding,
+)
+
+from crawlfleet.selectors import Selector, SelectorList, select, wrap_parsel
+from crawlfleet.spider import Callback, Request
+
+if TYPE_CHECKING:
+    import parsel
+
+__all__ = ["Headers", "Response", "Selector", "SelectorList", "detect_encoding"]
+
+#: elements whose ``href`` is a link to follow
+LINK_TAGS = frozenset({"a", "area", "link"})
+#: the HTML spec's whitespace, stripped from both ends of an href (as browsers and Scrapy do)
+_HTML_SPACE = " \t\n\r\f"
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+#: ``<meta charset>`` is only honoured near the top (the HTML spec says 1024 bytes; pages in the
+#: wild put a long ``<title>`` or comments first, so look a little further)
+_META_SNIFF_BYTES = 2048
+_MAY_HAVE_BASE = re.compile(rb"<base[\s/>]", re.IGNORECASE)
+
+
+class Headers(Mapping[str, str]):
+    """Read-only, case-insensitive view of a plain header mapping (the mapping itself is kept).
+
+    Its ``repr`` masks credentials and cookies.
+    """
+
+    __slots__ = ("_lower", "_raw")
+
+    def __init__(self, raw: Mapping[str, str]) -> None:
+        self._raw = raw
+        self._lower: dict[str, str] | None = None
+
+    def __getitem__(self, name: str) -> str:
+        if self._lower is None:
+            self._lower = {k.lower(): v for k, v in self._raw.items()}
+        return self._lower[name.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __repr__(self) -> str:
+        shown = {k: "[secure]" if k.lower() in _SECRET_HEADERS else v for k, v in self._raw.items()}
+        return f"Headers({shown!r})"
+
+
+def _case_insensitive(headers: Mapping[str, str]) -> Mapping[str, str]:
+    if isinstance(headers, CIMultiDict | CIMultiDictProxy | Headers):
+        return headers  # already case-insensitive, and keeps repeated headers (Set-Cookie)
+    return Headers(headers)
+
+
+def _text_codec(label: str | None) -> str | None:
+    """The Python codec for a charset label, with the WHATWG aliases; ``None`` if unusable."""
+    if not label:
+        return None
+    name = resolve_encoding(label.strip().strip("\"'"))
+    if name is None:
+        return None
+    # base64, zlib and friends are codecs too, but bytes-to-bytes ones: never a page's charset
+    return name if getattr(codecs.lookup(name), "_is_text_encoding", True) else None
+
+
+def detect_encoding(
+    body: bytes, content_type: str | None = None, declared: str | None = None
+) -> tuple[str, int]:
+    """The codec to decode ``body`` with, and the length of its byte-order mark.
+
+    Order: BOM > ``declared`` (e.g. a browser fetcher's) > the ``Content-Type`` charset >
+    ``<meta charset>`` / ``http-equiv`` in the first 2 KiB > UTF-8. Never raises.
+    """
+    bom_codec, bom = read_bom(body[:4])
+    if bom_codec is not None:
+        return _text_codec(bom_codec) or "utf-8", len(bom or b"")
+    codec = _text_codec(declared)
+    if codec is None and content_type:
+        codec = _text_codec(http_content_type_encoding(content_type))
+    if codec is None:
+        codec = _text_codec(html_body_declared_encoding(body[:_META_SNIFF_BYTES]))
+        if codec is not None and codec.startswith(("utf-16", "utf-32")):
+            codec = "utf-8"  # a meta tag we could read as ASCII is not in UTF-16 (HTML spec)
+    return codec or "utf-8", 0
+
+
+class Response:
+    """A fetched page: ``url`` (final, after redirects), ``status``, ``headers``, ``body``.
+
+    ``meta`` carries the request's meta; ``depth`` is the link distance from a start URL;
+    ``request_url`` is the URL asked for (before redirects).
+    """
+
+    #: most bytes handed to lexbor; see the module docstring (change on the class to tune)
+    max_parse_size: ClassVar[int] = 4 * 1024 * 1024
+
+    __slots__ = (
+        "_base_url",
+        "_bom",
+        "_declared",
+        "_encoding",
+        "_parsel",
+        "_text",
+        "_tree",
+        "body",
+        "depth",
+        "headers",
+        "meta",
+        "request_url",
+        "status",
+        "url",
+    )
+
+    def __init__(
+        self,
+        url: str,
+        status: int,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        depth: int = 0,
+        request_url: str | None = None,
+        encoding: str | None = None,
+    ) -> None:
+        self.url = url
+        self.status = status
+        self.headers = _case_insensitive(headers)
+        self.body = body
+        self.meta: dict[str, Any] = dict(meta) if meta else {}
+        self.depth = depth
+        self.request_url = request_url or url
+        self._declared = encoding
+        self._encoding: str | None = None
+        self._bom = 0
+        self._text: str | None = None
+        self._tree: LexborHTMLParser | None = None
+        self._parsel: parsel.Selector | None = None
+        self._base_url: str | None = None
+
+    def __repr__(self) -> str:
+        from crawlfleet.urls import mask_credentials
+
+        return f"<Response {self.status} {mask_credentials(self.url)}>"
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    @property
+    def encoding(self) -> str:
+        """The Python codec name the body is decoded with (see ``detect_encoding``)."""
+        if self._encoding is None:
+            content_type = self.headers.get("content-type")
+            self._encoding, self._bom = detect_encoding(self.body, content_type, self._declared)
+        return self._encoding
+
+    @property
+    def text(self) -> str:
+        """The body decoded (byte-order mark dropped, undecodable bytes as U+FFFD)."""
+        if self._text is None:
+            self._text = self.body[self._bom_length() :].decode(self.encoding, errors="replace")
+        return self._text
+
+    def _bom_length(self) -> int:
+        _ = self.encoding  # detection also measures the byte-order mark
+        return self._bom
+
+    def json(self) -> Any:
+        """The body parsed as JSON (``json.JSONDecodeError``, a ``ValueError``, if it is not)."""
+        return json.loads(self.text)
+
+    # -- selectors ---------------------------------------------------------------------------
+
+    def _parsed(self) -> LexborHTMLParser:
+        if self._tree is None:
+            if self.encoding == "utf-8":  # lexbor reads UTF-8 bytes itself: skip decoding
+                start = self._bom_length()
+                self._tree = LexborHTMLParser(self.body[start : start + self.max_parse_size])
+            else:
+                self._tree = LexborHTMLParser(self.text[: self.max_parse_size])
+        return self._tree
+
+    def css(self, query: str) -> SelectorList:
+        """Scrapy-style CSS: ``"h1::text"``, ``"a::attr(href)"``, ``"div ::text"``, groups."""
+        return SelectorList(Selector(raw) for raw in select(self._parsed(), query))
+
+    def xpath(self, query: str, **ns_vars: Any) -> SelectorList:
+        """XPath 1.0 through parsel (lxml), over the whole page; ``ns_vars`` are its variables."""
+        if self._parsel is None:
+            import parsel
+
+            self._parsel = parsel.Selector(text=self.text, base_url=self.url)
+        return wrap_parsel(self._parsel.xpath(query, **ns_vars))
+
+    # -- links -------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """What relative links on this page are relative to: ``<base href>``, else ``url``."""
+        if self._base_url is None:
+            self._base_url = self._find_base()
+        return self._base_url
+
+    def _find_base(self) -> str:
+        # Parsing only to look for <base> would be a waste: look at the bytes first.
+        if self._tree is None and not _MAY_HAVE_BASE.search(self.body[: self.max_parse_size]):
+            return self.url
+        node = self._parsed().css_first("base[href]")
+        href = (node.attrs.get("href") or "").strip(_HTML_SPACE) if node is not None else ""
+        return urljoin(self.url, href) if href else self.url
+
+    def urljoin(self, url: str) -> str:
+        """``url`` made absolute against this page's base URL (``<base href>`` honoured)."""
+        return urljoin(self.base_url, url)
+
+    def follow(
+        self,
+        url: str | Selector,
+        callback: Callback | None = None,
+        **request_kwargs: Any,
+    ) -> Request:
+        """A ``Request`` for a link on this page, joined lazily against its base URL.
+
+        ``url`` is a string (relative or absolute), a ``Selector`` of an ``<a>``, ``<area>`` or
+        ``<link>`` (its ``href``), or of a text/attribute value. ``ValueError`` if a selector
+        holds no URL.
+        """
+        href = url if isinstance(url, str) else _href_of(url, strict=True)
+        if href is None:  # only strict=False returns None; keeps the type checker informed
+            raise ValueError(f"no URL in {url!r}")
+        request_kwargs.setdefault("base", self.base_url)
+        return Request(href, callback, **request_kwargs)
+
+    def follow_all(
+        self,
+        css_or_urls: str | Iterable[str | Selector] | None = None,
+        callback: Callback | None = None,
+        *,
+        css: str | None = None,
+        xpath: str | None = None,
+        **request_kwargs: Any,
+    ) -> Iterator[Request]:
+        """``Request``s for many links: a CSS query (the string argument or ``css=``), an XPath
+        query (``xpath=``), or an iterable of URLs and Selectors.
+
+        Queries select ``<a>``/``<area>``/``<link>`` elements (their ``href``) or strings
+        (``"a.next::attr(href)"``). Other elements, missing and empty hrefs are skipped, as in
+        Scrapy. Give exactly one source, or ``ValueError``.
+        """
+        if sum(x is not None for x in (css_or_urls, css, xpath)) != 1:
+            raise ValueError("follow_all needs exactly one of: urls, css, xpath")
+        if isinstance(css_or_urls, str):
+            css_or_urls, css = None, css_or_urls
+        if css is not None:
+            raws = select(self._parsed(), css)
+            request_kwargs.setdefault("base", self.base_url)
+            return _link_requests(raws, callback, request_kwargs)
+        hrefs: Iterable[str | None]
+        if xpath is not None:
+            hrefs = (_href_of(sel, strict=False) for sel in self.xpath(xpath))
+        else:
+            hrefs = _hrefs_of(css_or_urls or ())
+        request_kwargs.setdefault("base", self.base_url)
+        return (Request(href, callback, **request_kwargs) for href in hrefs if href)
+
+
+def _link_requests(
+    raws: list[LexborNode | str], callback: Callback | None, kwargs: dict[str, Any]
+) -> Iterator[Request]:
+    """Requests straight from lexbor results: the hottest path, so no Selector objects."""
+    for raw in raws:
+        if isinstance(raw, str):
+            href = raw.strip(_HTML_SPACE)
+        elif raw.tag in LINK_TAGS:
+            href = (raw.attrs.get("href") or "").strip(_HTML_SPACE)
+        else:
+            continue  # not a link element: skipped, as Scrapy's follow_all does
+        if href:
+            yield Request(href, callback, **kwargs)
+
+
+def _hrefs_of(items: Iterable[str | Selector]) -> Iterator[str | None]:
+    for item in items:
+        yield item if isinstance(item, str) else _href_of(item, strict=False)
+
+
+def _href_of(sel: Selector, *, strict: bool) -> str | None:
+    """The URL a selector holds: a link element's href, or a text/attribute value.
+
+    ``strict`` raises ``ValueError`` where ``follow_all`` skips (as Scrapy does).
+    """
+    root = sel.root
+    if isinstance(root, str):
+        return root.strip(_HTML_SPACE)
+    tag = sel.tag
+    if tag not in LINK_TAGS:
+        if strict:
+            raise ValueError(f"only <a>, <area> and <link> elements hold links; got <{tag}>")
+        return None
+    href = root.attrs.get("href") if isinstance(root, LexborNode) else root.get("href")
+    if href is None and strict:
+        raise ValueError(f"<{tag}> element has no href attribute: {sel!r}")
+    return None if href is None else str(href).strip(_HTML_SPACE)
