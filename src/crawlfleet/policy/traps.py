@@ -1,0 +1,98 @@
+"""Crawler-trap guards: URLs too deep, too long or too repetitive to be worth fetching.
+
+Infinite calendars, session-looped paths (``/a/b/a/b/a/b``) and relative-link loops generate
+endless distinct URLs. :func:`check_url` rejects the obvious ones on sight; :func:`url_pattern`
+gives a bounded key (digits and ids erased) so the caller can cap pages per URL shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import urlsplit
+
+__all__ = ["TrapRules", "check_url", "url_pattern"]
+
+
+@dataclass(frozen=True)
+class TrapRules:
+    """Limits for one crawl. ``None`` means no limit. The budgets are enforced by the caller,
+    which counts pages per host and per :func:`url_pattern`."""
+
+    max_depth: int | None = None
+    max_url_length: int = 2083  # the classic Internet Explorer limit; servers rarely allow more
+    max_repeated_segments: int = 2
+    max_path_segments: int = 64
+    host_page_budget: int | None = None
+    pattern_budget: int | None = None
+
+
+def _path_segments(url: str) -> list[str]:
+    """Non-empty path segments, without parsing more than needed."""
+    start = url.find("://")
+    start = url.find("/", start + 3) if start >= 0 else url.find("/")
+    if start < 0:
+        return []
+    end = len(url)
+    for sep in "?#":
+        pos = url.find(sep, start)
+        if 0 <= pos < end:
+            end = pos
+    return [seg for seg in url[start:end].split("/") if seg]
+
+
+def check_url(url: str, depth: int, rules: TrapRules) -> str | None:
+    """Why ``url`` (found at link ``depth``) looks like a trap, or None if it does not.
+
+    Reasons: ``"depth"``, ``"url_length"``, ``"path_segments"`` and ``"repeated_segments"``
+    (one segment more than ``max_repeated_segments`` times, as in ``/x/x/x`` or ``/a/b/a/b/a/b``).
+    """
+    if rules.max_depth is not None and depth > rules.max_depth:
+        return "depth"
+    if len(url) > rules.max_url_length:
+        return "url_length"
+    segments = _path_segments(url)
+    if len(segments) > rules.max_path_segments:
+        return "path_segments"
+    if len(segments) > rules.max_repeated_segments:
+        _, most = Counter(segments).most_common(1)[0]
+        if most > rules.max_repeated_segments:
+            return "repeated_segments"
+    return None
+
+
+# Ids first (so their digits are not turned into N one by one): UUIDs, hex runs of 8+ with a
+# digit, and long letter-digit tokens (base64-ish session or content ids). Then digit runs.
+_ID: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|\b(?=[a-fA-F]*\d)[0-9a-fA-F]{8,}\b"
+    r"|(?=[A-Za-z_\-]*\d)[A-Za-z0-9_\-]{20,}"
+)
+_DIGITS: Final = re.compile(r"\d+")
+_MAX_SEGMENTS: Final = 12
+_MAX_SEGMENT_CHARS: Final = 40
+_MAX_KEYS: Final = 12
+
+
+def _shape(text: str) -> str:
+    return _DIGITS.sub("N", _ID.sub("X", text))[:_MAX_SEGMENT_CHARS]
+
+
+def url_pattern(url: str) -> str:
+    """A bounded key for the shape of ``url``: host, path with digits as ``N`` and long ids as
+    ``X``, and the sorted query keys only. ``https://shop.test/calendar/2024/05?day=3`` gives
+    ``shop.test/calendar/N/N?day``. At most 12 segments and 12 keys, 40 characters each.
+    """
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        return "invalid"
+    segments = [_shape(seg) for seg in parts.path.split("/") if seg][:_MAX_SEGMENTS]
+    keys = {_shape(pair.partition("=")[0]) for pair in parts.query.split("&") if pair}
+    pattern = host + "/" + "/".join(segments)
+    if keys:
+        pattern += "?" + "&".join(sorted(keys)[:_MAX_KEYS])
+    return pattern

@@ -1,0 +1,342 @@
+"""Canonical URLs, fingerprints and scope: pure functions, no I/O.
+
+The canonical form is the frontier's identity for a page: two URLs that a server would answer the
+same way should canonicalise to the same string. What changes, and why:
+
+* scheme and host lower-cased, IDNA hosts in punycode, default ports dropped, dot segments
+  removed, empty path ``/`` (all done by ``ada_url``, a WHATWG URL parser, so browsers agree);
+* fragment dropped (never sent to the server);
+* percent-encoding normalised: hex upper-case, unreserved characters decoded, anything RFC 3986
+  does not allow raw is escaped, so ``%7euser`` and ``~user`` are one URL;
+* query parameters sorted by key then value (blank values kept), session-id parameters dropped, in
+  the query and as path parameters (``/cart;jsessionid=AB12``);
+* path case kept: servers may treat ``/A`` and ``/a`` as different pages;
+* userinfo kept: it is part of the address. Use :func:`mask_credentials` before showing a URL.
+
+:class:`LinkCanonicalizer` is the crawler's hot path: it resolves links found on a page and
+caches the results, since most links (menus, footers) repeat on every page of a site.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Final
+
+import ada_url
+
+__all__ = [
+    "DEFAULT_SESSION_PARAMS",
+    "LinkCanonicalizer",
+    "canonicalize",
+    "fingerprint",
+    "host_of",
+    "in_scope",
+    "mask_credentials",
+]
+
+DEFAULT_SESSION_PARAMS: Final[frozenset[str]] = frozenset(
+    {
+        "jsessionid",
+        "phpsessid",
+        "sid",
+        "sessid",
+        "sessionid",
+        "session_id",
+        "aspsessionid",
+        "cfid",
+        "cftoken",
+        "oscsid",
+        "zenid",
+        "xtcsid",
+    }
+)
+
+_UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+# One pattern per component: a percent escape (possibly lower-case or of an unreserved character)
+# or one character that may not appear raw there. Everything else is left as it is.
+# Path: unreserved, sub-delims, ":@/" (RFC 3986 pchar plus "/").
+_PATH_FIX: Final = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/]")
+# Query key or value: like the path plus "?", but "&" stays escaped (it separates pairs) and "'"
+# is escaped because WHATWG parsers escape it in special-scheme queries; emitting it raw would
+# make a second pass change the URL.
+_QUERY_FIX: Final = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$()*+,;=:@/?]")
+
+
+def _escape_table() -> dict[str, str]:
+    """Every spelling of ``%XX`` mapped to its normal form: the character if unreserved, else
+    upper-case hex."""
+    table: dict[str, str] = {}
+    for byte in range(256):
+        char = chr(byte)
+        normal = char if char in _UNRESERVED else f"%{byte:02X}"
+        hex_ = f"{byte:02x}"
+        for h in {hex_[0], hex_[0].upper()}:
+            for low in {hex_[1], hex_[1].upper()}:
+                table[f"%{h}{low}"] = normal
+    return table
+
+
+_ESCAPES: Final = _escape_table()
+
+
+def _fix_match(match: re.Match[str]) -> str:
+    text = match.group()
+    normal = _ESCAPES.get(text)
+    if normal is not None:
+        return normal
+    # A character not allowed raw (or a "%" that starts no escape): escape its UTF-8 bytes.
+    return "".join(f"%{b:02X}" for b in text.encode("utf-8", "surrogatepass"))
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 dot-segment removal, WHATWG flavour (a trailing ``..`` leaves a trailing slash)."""
+    segments = path.split("/")[1:]
+    out: list[str] = []
+    last = len(segments) - 1
+    for i, seg in enumerate(segments):
+        if seg in (".", ".."):
+            if seg == ".." and out:
+                out.pop()
+            if i == last:
+                out.append("")
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)
+
+
+def _strip_path_params(path: str, session_params: frozenset[str]) -> str:
+    """Drop ``;name=value`` path parameters whose name is a session id."""
+    segments = path.split("/")
+    changed = False
+    for i, seg in enumerate(segments):
+        if ";" not in seg:
+            continue
+        head, *params = seg.split(";")
+        kept = [p for p in params if p.partition("=")[0].lower() not in session_params]
+        if len(kept) != len(params):
+            segments[i] = ";".join([head, *kept])
+            changed = True
+    if not changed:
+        return path
+    stripped = "/".join(segments)
+    # "/a/..;jsessionid=1/b" becomes "/a/../b": resolve it, as a second parse would.
+    if any(seg in (".", "..") for seg in segments):
+        stripped = _remove_dot_segments(stripped)
+    return stripped
+
+
+def _normalize_path(path: str, session_params: frozenset[str]) -> str:
+    path = _PATH_FIX.sub(_fix_match, path)
+    if session_params and ";" in path:
+        path = _strip_path_params(path, session_params)
+    return path
+
+
+def _normalize_query(query: str, session_params: frozenset[str]) -> str:
+    """Normalise each pair, drop session ids and empty pieces, sort by key then value."""
+    pairs: list[tuple[str, str]] = []
+    for piece in query.split("&"):
+        if not piece:
+            continue
+        key, eq, value = _QUERY_FIX.sub(_fix_match, piece).partition("=")
+        if key.lower() in session_params:
+            continue
+        # (key, "=value") keeps "a" and "a=" distinct and orders them deterministically.
+        pairs.append((key, eq + value))
+    pairs.sort()
+    return "&".join(key + rest for key, rest in pairs)
+
+
+def _host_of_authority(authority: str) -> str:
+    """The host of a serialised ``[userinfo@]host[:port]``, IPv6 without brackets."""
+    hostport = authority.rpartition("@")[2]
+    if hostport.startswith("["):
+        return hostport[1 : hostport.find("]")]
+    return hostport.partition(":")[0]
+
+
+def _finish(href: str, session_params: frozenset[str]) -> tuple[str, str]:
+    """Canonicalise an ada-serialised href; returns ``(canonical_url, host)``.
+
+    Raises ``ValueError`` when the scheme is not http or https.
+    """
+    if href.startswith("http://"):
+        auth_start = 7
+    elif href.startswith("https://"):
+        auth_start = 8
+    else:
+        raise ValueError(f"not an http(s) URL: {mask_credentials(href)!r}")
+    # A WHATWG serialisation of a special URL always has a path starting with "/", and "?"/"#"
+    # are escaped wherever they are not delimiters, so plain string splits are exact here.
+    auth_end = href.find("/", auth_start)
+    if auth_end < 0:  # pragma: no cover - ada always serialises a path for http(s)
+        auth_end = len(href)
+        href += "/"
+    rest, _, _ = href[auth_end:].partition("#")
+    path, qmark, query = rest.partition("?")
+    path = _normalize_path(path, session_params)
+    if qmark:
+        query = _normalize_query(query, session_params)
+    canonical = href[:auth_end] + path + ("?" + query if query else "")
+    return canonical, _host_of_authority(href[auth_start:auth_end])
+
+
+def _parse(url: str) -> str:
+    try:
+        return str(ada_url.normalize_url(url))
+    except ValueError:
+        raise ValueError(f"invalid URL: {mask_credentials(url)!r}") from None
+
+
+def canonicalize(url: str, *, session_params: frozenset[str] = DEFAULT_SESSION_PARAMS) -> str:
+    """The canonical form of an absolute http(s) URL (see the module docstring for the rules).
+
+    Idempotent. Raises ``ValueError`` for unparseable URLs and schemes other than http/https.
+    """
+    return _finish(_parse(url), session_params)[0]
+
+
+def fingerprint(canonical_url: str, method: str = "GET", body: bytes | None = None) -> bytes:
+    """The frontier's unique key: 16-byte BLAKE2b of method, canonical URL and body (if any).
+
+    Deterministic across processes and machines. Pass a URL that is already canonical.
+    ``body=None`` and ``body=b""`` give different fingerprints.
+    """
+    data = method.upper().encode("ascii") + b" " + canonical_url.encode("utf-8")
+    if body is not None:
+        data += b"\n" + body  # "\n" cannot occur in a parsed URL, so this is unambiguous
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def host_of(url: str) -> str:
+    """The lower-case host of ``url`` (punycode, no port, IPv6 without brackets).
+
+    Raises ``ValueError`` for unparseable URLs and schemes other than http/https.
+    """
+    return _finish(_parse(url), frozenset())[1]
+
+
+@lru_cache(maxsize=4096)
+def _normal_host(host: str) -> str:
+    host = host.strip().strip(".").lower()
+    if "\x00" in host:  # the C IDNA code would stop at it
+        return ""
+    if host and not host.isascii():
+        ascii_host: bytes = ada_url.idna_to_ascii(host)  # empty when the name is not valid IDNA
+        host = ascii_host.decode("ascii").lower()
+    return host
+
+
+def in_scope(host: str, scope_hosts: Iterable[str]) -> bool:
+    """Whether ``host`` is one of ``scope_hosts`` or a subdomain of one.
+
+    Case, a trailing dot and Unicode vs punycode spellings do not matter. ``"shop.example"``
+    covers ``"www.shop.example"`` but not ``"myshop.example"``.
+    """
+    host = _normal_host(host)
+    for scope in scope_hosts:
+        scope = _normal_host(scope)
+        if scope and (host == scope or host.endswith("." + scope)):
+            return True
+    return False
+
+
+_USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#]*)@")
+
+
+def mask_credentials(url: str) -> str:
+    """``url`` with its password (or lone username) replaced by ``[secure]``, httpx style.
+
+    ``http://user:pw@host/`` → ``http://user:[secure]@host/``; ``https://token@host/`` →
+    ``https://[secure]@host/``. URLs without userinfo come back unchanged. Never raises, so it is
+    safe in ``__repr__`` and log lines, whatever the string is.
+    """
+    if "@" not in url:
+        return url
+    match = _USERINFO.match(url)
+    if match is None:
+        return url
+    user, colon, _ = match.group(2).partition(":")
+    masked = f"{user}:[secure]" if colon else "[secure]"
+    return f"{match.group(1)}{masked}@{url[match.end() :]}"
+
+
+_MISS: Final = object()
+# After a leading "/", these make a link protocol-relative (a backslash counts as a slash), or
+# may: parsers drop tabs and newlines anywhere, so "/<tab>/host" means "//host".
+_NOT_ROOT_RELATIVE: Final = ("/", "\\", "\t", "\n", "\r")
+_Result = tuple[str, bytes, str]
+
+
+class LinkCanonicalizer:
+    """Resolve links found on pages to ``(canonical_url, fingerprint, host)``, with a cache.
+
+    One instance per worker (not thread-safe; asyncio is fine). Results are cached by the
+    absolute URL when the link is absolute (``http://…``) or root-relative (``/x``), so a
+    site's menu links are computed once per worker, and by ``(base, href)`` otherwise. The cache
+    is cleared when it grows past ``max_cache`` entries: the hot links refill it within a page.
+    """
+
+    __slots__ = ("_base", "_cache", "_max_cache", "_prefix", "_session_params")
+
+    def __init__(
+        self,
+        session_params: frozenset[str] = DEFAULT_SESSION_PARAMS,
+        max_cache: int = 200_000,
+    ) -> None:
+        self._session_params = session_params
+        self._max_cache = max_cache
+        self._cache: dict[object, _Result | None] = {}
+        self._base = ""
+        self._prefix: str | None = None
+
+    def resolve(self, href: str, base: str) -> _Result | None:
+        """The link ``href`` on the page at ``base`` (an absolute, canonical URL), canonicalised.
+
+        Returns None for links that are not http(s) (``mailto:``, ``javascript:``, ...) and for
+        links that do not parse. Agrees with :func:`canonicalize` on the joined URL.
+        """
+        key: object
+        if href.startswith(("http://", "https://")):
+            key = href
+        elif href[:1] == "/" and href[1:2] not in _NOT_ROOT_RELATIVE:
+            # "/x" keeps the base's scheme, userinfo, host and port: prefix + href *is* the link.
+            prefix = self._prefix if base == self._base else self._set_base(base)
+            key = (base, href) if prefix is None else prefix + href
+        else:
+            key = (base, href)
+        cache = self._cache
+        hit = cache.get(key, _MISS)
+        if hit is not _MISS:
+            return hit  # type: ignore[return-value]
+        result = self._compute(key if isinstance(key, str) else None, href, base)
+        if len(cache) >= self._max_cache:
+            cache.clear()
+        cache[key] = result
+        return result
+
+    def __len__(self) -> int:
+        """How many links are cached (at most ``max_cache``)."""
+        return len(self._cache)
+
+    def _set_base(self, base: str) -> str | None:
+        self._base = base
+        start = base.find("://")
+        end = base.find("/", start + 3) if start > 0 else -1
+        self._prefix = base[:end] if end > 0 else None
+        return self._prefix
+
+    def _compute(self, absolute: str | None, href: str, base: str) -> _Result | None:
+        try:
+            if absolute is not None:
+                href = ada_url.normalize_url(absolute)
+            else:
+                href = ada_url.join_url(base, href)
+            canonical, host = _finish(href, self._session_params)
+        except ValueError:
+            return None
+        return canonical, fingerprint(canonical), host

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crawlfleet.policy.traps import TrapRules, check_url, url_pattern
+
+RULES = TrapRules()
+
+
+@pytest.mark.parametrize(
+    ("url", "depth", "rules", "reason"),
+    [
+        ("https://shop.test/a/b/c", 3, RULES, None),
+        ("https://shop.test/", 0, RULES, None),
+        ("https://shop.test", 0, RULES, None),
+        ("https://shop.test/a", 11, TrapRules(max_depth=10), "depth"),
+        ("https://shop.test/a", 10, TrapRules(max_depth=10), None),
+        ("https://shop.test/" + "a" * 2100, 0, RULES, "url_length"),
+        ("https://shop.test/" + "a" * 2065, 0, RULES, None),  # 2083 exactly
+        ("https://shop.test/?q=" + "a" * 100, 0, TrapRules(max_url_length=50), "url_length"),
+        ("https://shop.test/a/b/a/b/a/b", 0, RULES, "repeated_segments"),
+        ("https://shop.test/x/x/x", 0, RULES, "repeated_segments"),
+        ("https://shop.test/x/x", 0, RULES, None),
+        ("https://shop.test/x/y/x?x=x/x/x#x/x/x", 0, RULES, None),  # query and fragment ignored
+        ("https://shop.test/x//x/", 0, RULES, None),  # empty segments are not segments
+        ("https://shop.test/x/x/x", 0, TrapRules(max_repeated_segments=3), None),
+        ("https://shop.test/" + "/".join(f"s{i}" for i in range(65)), 0, RULES, "path_segments"),
+        ("https://shop.test/" + "/".join(f"s{i}" for i in range(64)), 0, RULES, None),
+        # depth is checked first
+        ("https://shop.test/x/x/x", 5, TrapRules(max_depth=1), "depth"),
+    ],
+)
+def test_check_url(url: str, depth: int, rules: TrapRules, reason: str | None) -> None:
+    assert check_url(url, depth, rules) == reason
+
+
+@pytest.mark.parametrize(
+    ("url", "pattern"),
+    [
+        ("https://shop.test/calendar/2024/05?day=3", "shop.test/calendar/N/N?day"),
+        ("https://Shop.Test:8080/item-1234/", "shop.test/item-N"),
+        ("https://shop.test/", "shop.test/"),
+        ("https://shop.test", "shop.test/"),
+        ("https://shop.test/p?b=1&a=2&b=3&c", "shop.test/p?a&b&c"),
+        ("https://shop.test/p?f[12]=1&f[13]=2", "shop.test/p?f[N]"),
+        ("https://shop.test/s/0f3a9c2be4d1/x", "shop.test/s/X/x"),
+        ("https://shop.test/o/123e4567-e89b-12d3-a456-426614174000", "shop.test/o/X"),
+        ("https://shop.test/t/aB3dE5gH7jK9mN1pQ3sT5vX", "shop.test/t/X"),
+        ("https://shop.test/deadbeef/cafe", "shop.test/deadbeef/cafe"),  # words, not ids
+        ("https://shop.test/a#frag", "shop.test/a"),
+        ("http://[::1/", "invalid"),
+    ],
+)
+def test_url_pattern(url: str, pattern: str) -> None:
+    assert url_pattern(url) == pattern
+
+
+def test_url_pattern_collapses_a_calendar() -> None:
+    urls = {
+        f"https://shop.test/cal/{y}/{m}?day={d}"
+        for y in range(2000, 2030)
+        for m in range(12)
+        for d in range(28)
+    }
+    assert {url_pattern(u) for u in urls} == {"shop.test/cal/N/N?day"}
+
+
+@given(st.text(), st.text())
+def test_url_pattern_is_bounded(path: str, query: str) -> None:
+    pattern = url_pattern(f"https://shop.test/{path}?{query}")
+    assert len(pattern) <= len("shop.test") + 12 * 41 + 1 + 12 * 41
