@@ -1,0 +1,389 @@
+"""The HTTP fetcher: one aiohttp session, our own redirects, decoding and caps.
+
+``HttpFetcher.fetch`` turns a URL into a :class:`FetchResult` or raises a
+:class:`~crawlfleet.errors.FetchError` subclass, never a client-library exception, so the retry
+policy can decide from the error class alone. Non-2xx statuses are results, not errors.
+
+What it does itself rather than leaving to aiohttp, and why:
+
+* **redirects**: every hop is re-checked (scheme, address guard), loops are caught, and
+  ``Authorization``/``Cookie`` are dropped when a hop leaves the origin;
+* **content decoding** (:mod:`crawlfleet.fetch.limits`): the size cap applies to decoded bytes
+  while decoding, which stops decompression bombs;
+* **one deadline** per fetch (``timeout``) covering every hop and the body, so a server that
+  trickles one byte at a time cannot hold a worker forever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+import aiohttp
+from aiohttp.http_exceptions import LineTooLong
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from crawlfleet.errors import (
+    BodyTooLarge,
+    ConnectError,
+    DataLoss,
+    FetchError,
+    FetchTimeout,
+    InvalidURL,
+    TooLarge,
+    TooManyRedirects,
+    UnsupportedScheme,
+)
+from crawlfleet.fetch.deadlines import Deadlines
+from crawlfleet.fetch.guard import GuardedResolver, check_literal_host
+from crawlfleet.fetch.limits import ACCEPT_ENCODING, BodyDecoder
+
+KiB = 1024
+MiB = 1024 * KiB
+
+DEFAULT_USER_AGENT = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet)"
+READ_CHUNK = 64 * KiB
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_SCHEMES = frozenset({"http", "https"})
+# Credentials for one origin must not travel to another (RFC 9110 §15.4, httpx, requests).
+_ORIGIN_BOUND_HEADERS = ("Authorization", "Cookie")
+# aiohttp reports header overflows as a generic 400 parse error (re-wrapped, so the original
+# LineTooLong is often lost); its messages are the only stable signal.
+_HEADER_OVERFLOW_MARKERS = ("Got more than", "Too many headers", "too long", "Header overflow")
+_BODY_HEADERS = ("Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding")
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """How one :class:`HttpFetcher` behaves. Sizes are bytes, times seconds."""
+
+    timeout: float = 30.0
+    """Total deadline of one fetch: every redirect hop and the whole body."""
+    connect_timeout: float = 10.0
+    max_body: int = 16 * MiB
+    """Most decoded body bytes; more raises ``TooLarge`` (exactly ``max_body`` passes)."""
+    max_header_bytes: int = 64 * KiB
+    max_redirects: int = 20
+    user_agent: str = DEFAULT_USER_AGENT
+    concurrency: int = 64
+    """Connection pool size."""
+    per_host_connections: int = 0
+    """Connections per host (0: no cap here; politeness is enforced by the frontier)."""
+    allow_private_addresses: bool = False
+    private_ok_hosts: frozenset[str] = frozenset()
+    """Hosts (lower-case) that may be loopback/private: the ones named in ``start_urls``."""
+
+
+@dataclass(slots=True)
+class FetchResult:
+    """One response, after redirects and content decoding."""
+
+    url: str
+    """The final URL (after redirects)."""
+    status: int
+    reason: str
+    http_version: str
+    headers: list[tuple[str, str]]
+    """Response header pairs as received (order and duplicates kept)."""
+    body: bytes
+    """Decoded body (``Content-Encoding`` undone)."""
+    elapsed: float
+    remote_ip: str | None
+    request_headers: list[tuple[str, str]] = field(repr=False)
+    """The headers sent on the final request (for WARC request records)."""
+    redirects: list[str] = field(default_factory=list)
+    """URLs that answered with a redirect, in order; ``url`` is where they led."""
+    nbytes_wire: int = 0
+    """Body bytes as received (before content decoding)."""
+    truncated: bool = False
+    """The body was cut at the cap because the caller asked for ``truncate=True``."""
+    _header_map: CIMultiDictProxy[str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def header_map(self) -> CIMultiDictProxy[str]:
+        """Case-insensitive view of ``headers`` (``getall`` for repeated ones)."""
+        if self._header_map is None:
+            self._header_map = CIMultiDictProxy(CIMultiDict(self.headers))
+        return self._header_map
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        """First value of header ``name`` (case-insensitive), or ``default``."""
+        return self.header_map.get(name, default)
+
+    def __repr__(self) -> str:
+        return f"<FetchResult {self.status} {_mask(self.url)} {len(self.body)} bytes>"
+
+
+def _mask(url: str) -> str:
+    parsed = URL(url)
+    return str(parsed.with_password("[secure]")) if parsed.password else url
+
+
+class HttpFetcher:
+    """Fetches URLs over a shared keep-alive connection pool.
+
+    Use it as an async context manager, one per worker process::
+
+        async with HttpFetcher(FetchSettings(private_ok_hosts=frozenset({"localhost"}))) as f:
+            result = await f.fetch("http://localhost:8080/")
+    """
+
+    def __init__(self, settings: FetchSettings | None = None) -> None:
+        self.settings = settings or FetchSettings()
+        self._session: aiohttp.ClientSession | None = None
+        self._resolver: GuardedResolver | None = None
+        self._deadlines = Deadlines(self.settings.timeout)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Open the connection pool (must run inside the event loop that will fetch)."""
+        s = self.settings
+        self._resolver = GuardedResolver(s)
+        connector = aiohttp.TCPConnector(
+            limit=s.concurrency,
+            limit_per_host=s.per_host_connections,
+            ttl_dns_cache=60,
+            resolver=self._resolver,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,
+            # Cookies belong to sessions (routes layer), passed explicitly per request.
+            cookie_jar=aiohttp.DummyCookieJar(),
+            headers={"User-Agent": s.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
+            # The total deadline is ours (self._deadlines): one clock for all hops and the body.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=s.connect_timeout),
+            max_line_size=s.max_header_bytes,
+            max_field_size=s.max_header_bytes,
+            max_headers=max(128, s.max_header_bytes // 32),
+            read_bufsize=2 * READ_CHUNK,
+        )
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._resolver is not None:
+            await self._resolver.close()
+            self._resolver = None
+        self._deadlines.close()
+
+    async def fetch(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        proxy: str | None = None,
+        max_body: int | None = None,
+        truncate: bool = False,
+    ) -> FetchResult:
+        """Fetch ``url``, following redirects, and return the final response.
+
+        ``max_body`` overrides the settings' cap for this call; with ``truncate=True`` a body
+        over the cap is cut there (``result.truncated``) instead of raising ``TooLarge``.
+        Raises only :class:`~crawlfleet.errors.FetchError` subclasses.
+        """
+        if self._session is None:
+            raise RuntimeError("HttpFetcher used outside 'async with' (or after close)")
+        request = _Request(
+            url=self._checked(url),
+            method=method.upper(),
+            headers=CIMultiDict(headers) if headers else None,
+            body=body,
+        )
+        if proxy is not None:
+            self._trust_proxy(proxy)
+        cap = self.settings.max_body if max_body is None else max_body
+        started = time.monotonic()
+        try:
+            with self._deadlines.scope():
+                result = await self._follow(self._session, request, proxy, cap, truncate)
+        except FetchError:
+            raise
+        except TimeoutError as exc:
+            raise FetchTimeout(f"no complete response within {self.settings.timeout}s") from exc
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            raise _translate(exc) from exc
+        result.elapsed = time.monotonic() - started
+        return result
+
+    def _checked(self, url: str | URL) -> URL:
+        """Parse ``url`` and refuse what no hop may reach: other schemes, private literals."""
+        try:
+            parsed = url if isinstance(url, URL) else URL(url)
+        except (ValueError, TypeError) as exc:
+            raise InvalidURL(f"cannot parse URL {url!r}") from exc
+        if parsed.scheme not in _SCHEMES:
+            raise UnsupportedScheme(f"scheme {parsed.scheme!r} is not http(s)")
+        if not parsed.host:
+            raise InvalidURL(f"URL {_mask(str(url))} has no host")
+        check_literal_host(parsed.host, self.settings)
+        return parsed
+
+    def _trust_proxy(self, proxy: str) -> None:
+        host = URL(proxy).host
+        if host and self._resolver is not None:
+            self._resolver.trust(host)
+
+    async def _follow(
+        self,
+        session: aiohttp.ClientSession,
+        request: _Request,
+        proxy: str | None,
+        cap: int,
+        truncate: bool,
+    ) -> FetchResult:
+        redirects: list[str] = []
+        seen = {request.url}
+        while True:
+            async with session.request(
+                request.method,
+                request.url,
+                headers=request.headers,
+                data=request.body,
+                proxy=proxy,
+                allow_redirects=False,
+            ) as resp:
+                location = (
+                    resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None
+                )
+                if location is None:
+                    return await _read(resp, request, self.settings, cap, truncate, redirects)
+            if len(redirects) >= self.settings.max_redirects:
+                raise TooManyRedirects(f"more than {self.settings.max_redirects} redirects")
+            redirects.append(str(request.url))
+            request = self._redirected(request, resp.status, location)
+            if request.url in seen:
+                raise TooManyRedirects(f"redirect loop back to {_mask(str(request.url))}")
+            seen.add(request.url)
+
+    def _redirected(self, request: _Request, status: int, location: str) -> _Request:
+        """The request a redirect asks for (RFC 9110 §15.4), re-checked like a new one."""
+        try:
+            target = request.url.join(URL(location))
+        except (ValueError, TypeError) as exc:
+            raise InvalidURL(f"bad redirect Location {location!r}") from exc
+        target = self._checked(target.with_fragment(None))
+        headers = request.headers.copy() if request.headers else CIMultiDict()
+        if _origin(target) != _origin(request.url):
+            for name in _ORIGIN_BOUND_HEADERS:
+                headers.popall(name, None)
+        method, body = request.method, request.body
+        if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
+            method, body = "GET", None
+            for name in _BODY_HEADERS:
+                headers.popall(name, None)
+        return _Request(url=target, method=method, headers=headers, body=body)
+
+
+@dataclass(slots=True)
+class _Request:
+    url: URL
+    method: str
+    headers: CIMultiDict[str] | None
+    body: bytes | None
+
+
+def _origin(url: URL) -> tuple[str, str | None, int | None]:
+    return url.scheme, url.host, url.port
+
+
+async def _read(
+    resp: aiohttp.ClientResponse,
+    request: _Request,
+    settings: FetchSettings,
+    cap: int,
+    truncate: bool,
+    redirects: list[str],
+) -> FetchResult:
+    """Check the header and length caps, then stream and decode the body."""
+    raw = resp.raw_headers
+    if sum(len(k) + len(v) for k, v in raw) > settings.max_header_bytes:
+        raise TooLarge(f"response headers exceed {settings.max_header_bytes} bytes")
+    length = resp.content_length
+    if length is not None and length > cap and not truncate:
+        raise BodyTooLarge(f"Content-Length {length} exceeds {cap} bytes", limit=cap, seen=0)
+    remote_ip = _remote_ip(resp)
+    body, nbytes_wire, truncated = await _read_body(resp, cap, truncate)
+    version = resp.version
+    return FetchResult(
+        url=str(request.url),
+        status=resp.status,
+        reason=resp.reason or "",
+        http_version=f"HTTP/{version.major}.{version.minor}" if version else "HTTP/1.1",
+        headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw],
+        body=body,
+        elapsed=0.0,
+        remote_ip=remote_ip,
+        request_headers=list(resp.request_info.headers.items()),
+        redirects=redirects,
+        nbytes_wire=nbytes_wire,
+        truncated=truncated,
+        _header_map=resp.headers,
+    )
+
+
+async def _read_body(
+    resp: aiohttp.ClientResponse, cap: int, truncate: bool
+) -> tuple[bytes, int, bool]:
+    """``(decoded body, bytes on the wire, truncated)``; the cap is enforced while reading."""
+    encoding = resp.headers.get("Content-Encoding")
+    length = resp.content_length
+    try:
+        if encoding is None and length is not None and length <= cap:
+            # The common case, kept lean: an identity body whose declared size is within the
+            # cap. aiohttp stops at Content-Length, so reading to EOF cannot pass the cap.
+            body = await resp.content.read()
+            return body, len(body), False
+        decoder = BodyDecoder(encoding, cap, truncate=truncate)
+        async for chunk in resp.content.iter_chunked(READ_CHUNK):
+            if not decoder.feed(chunk):
+                break
+        return decoder.finish(), decoder.wire_bytes, decoder.truncated
+    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+        raise DataLoss(f"response body cut short: {exc}") from exc
+
+
+def _remote_ip(resp: aiohttp.ClientResponse) -> str | None:
+    # aiohttp hands a fully-received small response's connection back to the pool before we
+    # see it (resp.connection is None), but the protocol still knows its transport.
+    protocol = resp.connection.protocol if resp.connection else getattr(resp, "_protocol", None)
+    transport = getattr(protocol, "transport", None)
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return str(peer[0]) if peer else None
+
+
+def _translate(exc: BaseException) -> FetchError:
+    """Map a client-library or OS error to our tree (timeouts were handled before)."""
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return DataLoss(f"broken response body: {exc}")
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Raised by the response parser: oversized header lines/counts, or malformed framing.
+        if isinstance(exc.__cause__, LineTooLong) or any(
+            marker in exc.message for marker in _HEADER_OVERFLOW_MARKERS
+        ):
+            return TooLarge(f"response headers over the cap: {exc.message}")
+        return DataLoss(f"malformed response: {exc.message}")
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return DataLoss("server closed the connection without a complete response")
+    if isinstance(exc, aiohttp.InvalidURL | ValueError):
+        return InvalidURL(f"invalid URL or request: {exc}")
+    return ConnectError(f"{type(exc).__name__}: {exc}")

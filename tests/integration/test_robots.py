@@ -1,0 +1,169 @@
+"""RobotsCache against the hostile site's robots.txt scenarios (H7, RFC 9309)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from tests.sites.hostile import ROBOTS_BIG_LATE_RULE, HostileSite, hostile_site
+
+from crawlfleet.fetch import FetchSettings, HttpFetcher, RobotsCache
+
+__all__ = ["hostile_site"]  # the imported fixture is used by name
+
+UA = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet)"
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+async def fetcher() -> AsyncIterator[HttpFetcher]:
+    settings = FetchSettings(timeout=1.0, private_ok_hosts=frozenset({"127.0.0.1"}))
+    async with HttpFetcher(settings) as f:
+        yield f
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def robots(fetcher: HttpFetcher, clock: Clock) -> AsyncIterator[RobotsCache]:
+    cache = RobotsCache(fetcher, user_agent=UA, ttl=3600, error_recheck=60, clock=clock)
+    yield cache
+    await cache.close()
+
+
+async def test_rules_are_obeyed(hostile_site: HostileSite, robots: RobotsCache) -> None:
+    url = hostile_site.url
+    assert await robots.allowed(url("/page"))
+    assert not await robots.allowed(url("/private/x"))
+    assert await robots.allowed(url("/private/open/x"))
+    assert not await robots.allowed(url("/nocrawlfleet"))  # our own group
+    assert await robots.crawl_delay(url("/")) == 2.5
+    assert robots.state(hostile_site.base_url) == "ok"
+    assert hostile_site.hits["/robots.txt"] == 1
+
+
+@pytest.mark.parametrize("mode", ["404", "403"])
+async def test_4xx_allows_everything(
+    hostile_site: HostileSite, robots: RobotsCache, mode: str
+) -> None:
+    hostile_site.robots = mode
+    assert await robots.allowed(hostile_site.url("/private/x"))
+    assert await robots.crawl_delay(hostile_site.url("/")) is None
+    assert robots.state(hostile_site.base_url) == "allow_all"
+
+
+@pytest.mark.parametrize("mode", ["500", "503", "429", "slow", "cut"])
+async def test_unreachable_disallows_then_rechecks(
+    hostile_site: HostileSite, robots: RobotsCache, clock: Clock, mode: str
+) -> None:
+    hostile_site.robots = mode
+    assert not await robots.allowed(hostile_site.url("/page"))
+    assert robots.state(hostile_site.base_url) == "unreachable"
+
+    hostile_site.robots = "rules"  # the server recovers
+    clock.advance(59)
+    assert not await robots.allowed(hostile_site.url("/page"))  # still cached
+    assert hostile_site.hits["/robots.txt"] == 1
+    clock.advance(2)
+    assert await robots.allowed(hostile_site.url("/page"))
+    assert robots.state(hostile_site.base_url) == "ok"
+    assert hostile_site.hits["/robots.txt"] == 2
+
+
+async def test_network_error_disallows(robots: RobotsCache) -> None:
+    assert not await robots.allowed("http://127.0.0.1:9/page")  # nothing listens on port 9
+    assert robots.state("http://127.0.0.1:9") == "unreachable"
+
+
+async def test_robots_txt_itself_is_always_allowed(
+    hostile_site: HostileSite, robots: RobotsCache
+) -> None:
+    hostile_site.robots = "500"
+    assert await robots.allowed(hostile_site.url("/robots.txt"))
+    assert hostile_site.hits["/robots.txt"] == 0
+
+
+async def test_five_redirects_are_followed(hostile_site: HostileSite, robots: RobotsCache) -> None:
+    hostile_site.robots = "redirect5"
+    assert not await robots.allowed(hostile_site.url("/private/x"))
+    assert robots.state(hostile_site.base_url) == "ok"
+    assert hostile_site.hits["/robots-final.txt"] == 1
+
+
+async def test_only_the_first_500_kib_is_parsed(
+    hostile_site: HostileSite, robots: RobotsCache
+) -> None:
+    hostile_site.robots = "big"
+    assert not await robots.allowed(hostile_site.url("/private/x"))  # rule near the top
+    assert await robots.allowed(hostile_site.url(ROBOTS_BIG_LATE_RULE))  # rule past 500 KiB
+    assert hostile_site.hits["/robots.txt"] == 1
+
+
+async def test_a_larger_max_size_sees_the_late_rule(
+    hostile_site: HostileSite, fetcher: HttpFetcher
+) -> None:
+    hostile_site.robots = "big"
+    robots = RobotsCache(fetcher, user_agent=UA, max_size=1024 * 1024)
+    assert not await robots.allowed(hostile_site.url(ROBOTS_BIG_LATE_RULE))
+    await robots.close()
+
+
+async def test_one_fetch_for_concurrent_callers(
+    hostile_site: HostileSite, robots: RobotsCache
+) -> None:
+    answers = await asyncio.gather(
+        *(robots.allowed(hostile_site.url(f"/private/{i}")) for i in range(20))
+    )
+    assert answers == [False] * 20
+    assert hostile_site.hits["/robots.txt"] == 1
+
+
+async def test_cached_for_ttl(hostile_site: HostileSite, robots: RobotsCache, clock: Clock) -> None:
+    assert await robots.allowed(hostile_site.url("/page"))
+    clock.advance(3599)
+    assert await robots.allowed(hostile_site.url("/page"))
+    assert hostile_site.hits["/robots.txt"] == 1
+    clock.advance(2)
+    hostile_site.robots = "404"
+    assert await robots.allowed(hostile_site.url("/private/x"))
+    assert hostile_site.hits["/robots.txt"] == 2
+
+
+async def test_origins_are_cached_separately(
+    hostile_site: HostileSite, fetcher: HttpFetcher, clock: Clock
+) -> None:
+    # localhost:P is a different origin from 127.0.0.1:P; the fetcher may not reach it, so
+    # its robots.txt is unreachable while 127.0.0.1's is fine.
+    robots = RobotsCache(fetcher, user_agent=UA, clock=clock)
+    assert await robots.allowed(hostile_site.url("/page"))
+    assert not await robots.allowed(hostile_site.url("/page", host="localhost"))
+    assert robots.state(hostile_site.url("/x", host="localhost")) == "unreachable"
+    assert robots.state(hostile_site.base_url) == "ok"
+    await robots.close()
+
+
+async def test_a_cancelled_caller_does_not_cancel_the_shared_fetch(
+    hostile_site: HostileSite, robots: RobotsCache
+) -> None:
+    first = asyncio.create_task(robots.allowed(hostile_site.url("/private/a")))
+    second = asyncio.create_task(robots.allowed(hostile_site.url("/private/b")))
+    await asyncio.sleep(0)
+    first.cancel()
+    assert await second is False
+    assert hostile_site.hits["/robots.txt"] == 1

@@ -1,0 +1,1 @@
+"""Local test sites served over real sockets."""

@@ -1,0 +1,86 @@
+"""Streaming decoders: exact caps, bombs stopped early, truncated streams detected."""
+
+from __future__ import annotations
+
+import pytest
+from tests.sites.hostile import BOMB_SIZE, bomb, encode, page_bytes
+
+from crawlfleet.errors import BodyTooLarge, DataLoss
+from crawlfleet.fetch.limits import BodyDecoder
+
+ENCODINGS = ["gzip", "deflate", "rawdeflate", "br", "zstd"]
+
+
+def header(encoding: str) -> str:
+    return "deflate" if encoding == "rawdeflate" else encoding
+
+
+def decode(data: bytes, encoding: str | None, cap: int, piece: int = 1000) -> bytes:
+    decoder = BodyDecoder(encoding, cap)
+    for start in range(0, len(data), piece):
+        decoder.feed(data[start : start + piece])
+    return decoder.finish()
+
+
+@pytest.mark.parametrize("encoding", [*ENCODINGS, "identity", None])
+def test_exactly_cap_passes_and_one_more_fails(encoding: str | None) -> None:
+    body = page_bytes(50_000)
+    wire = encode(body, encoding) if encoding in ENCODINGS else body
+    coding = header(encoding) if encoding else None
+    assert decode(wire, coding, cap=50_000) == body
+    with pytest.raises(BodyTooLarge) as info:
+        decode(wire, coding, cap=49_999)
+    assert info.value.limit == 49_999
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_bomb_stops_before_one_point_one_times_cap(encoding: str) -> None:
+    cap = 1_000_000
+    wire = bomb(encoding)
+    assert len(wire) < 64 * 1024  # the whole bomb fits in one read
+    decoder = BodyDecoder(header(encoding), cap)
+    with pytest.raises(BodyTooLarge) as info:
+        decoder.feed(wire)
+    assert cap < info.value.seen <= 1.1 * cap
+    assert decoder.decoded <= 1.1 * cap < BOMB_SIZE
+
+
+def test_small_cap_overshoot_is_bounded_too() -> None:
+    with pytest.raises(BodyTooLarge) as info:
+        BodyDecoder("gzip", 1000).feed(bomb("gzip"))
+    assert info.value.seen == 1001
+
+
+def test_stacked_encodings_are_undone_in_reverse() -> None:
+    body = page_bytes(20_000)
+    wire = encode(encode(body, "gzip"), "br")
+    assert decode(wire, "gzip, br", cap=20_000) == body
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
+def test_truncated_stream_is_data_loss(encoding: str) -> None:
+    wire = encode(page_bytes(100_000), encoding)
+    with pytest.raises(DataLoss):
+        decode(wire[: len(wire) // 2], encoding, cap=1_000_000)
+
+
+def test_corrupt_stream_is_data_loss() -> None:
+    with pytest.raises(DataLoss):
+        decode(b"\x1f\x8b" + b"garbage" * 10, "gzip", cap=1000)
+
+
+def test_unknown_encoding_is_data_loss() -> None:
+    with pytest.raises(DataLoss):
+        BodyDecoder("compress", 1000)
+
+
+def test_empty_body_with_encoding_header_is_empty() -> None:
+    assert BodyDecoder("gzip", 1000).finish() == b""
+
+
+def test_truncate_keeps_the_first_cap_bytes() -> None:
+    body = page_bytes(10_000)
+    decoder = BodyDecoder("gzip", 4_000, truncate=True)
+    assert decoder.feed(encode(body, "gzip")) is False
+    assert decoder.finish() == body[:4_000]
+    assert decoder.truncated
