@@ -107,6 +107,7 @@ class PostgresFrontier:
                 min_size=self.min_size,
                 max_size=self.max_size,
                 server_settings=settings,
+                reset=_reset,
             )
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
             where = self._where()
@@ -541,6 +542,14 @@ class PostgresFrontier:
             value = reason.value if reason else None
             status = await self._run(lambda c: c.execute(Q["replay_dead_where"], now, job, value))
         return _count(status)
+
+
+async def _reset(conn: Conn) -> None:
+    """Ready a connection for reuse. Nothing here keeps session state (the advisory lock is per
+    transaction, settings are SET LOCAL), so asyncpg's full reset, one more round trip on every
+    release, is not needed: only a transaction left open by a cancelled caller is rolled back."""
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
 
 
 def _dead_from_row(row: Sequence[Any], history: Sequence[Attempt] = ()) -> DeadLetter:

@@ -1,0 +1,218 @@
+"""Frontier throughput, both backends: batched enqueue, lease + complete with 1 and 8 processes.
+
+Run: ``.venv/bin/python benchmarks/bench_frontier.py [--n 100000] [--backends sqlite,postgres]``
+(PostgreSQL from ``CRAWLFLEET_BENCH_PG``, default ``postgresql://postgres@127.0.0.1:5432/test``;
+the benchmark works in its own database, dropped at the end).
+
+Every figure is rows per second of wall time:
+
+* enqueue new: ``enqueue`` of batches of 1,000 URLs never seen (each row is an insert);
+* enqueue dup: the same batches again (every row is filtered by the unique key);
+* lease+complete: ``lease(100)`` then ``complete`` of those 100, in a loop until the job is
+  finished; the figure is requests through both verbs per second (each request is two row
+  operations: one leased, one completed), by 1 process and by 8 processes at once.
+
+URLs are spread over 1,000 domains whose in-flight limit (64) does not cap a batch, so the
+figures measure the store, not politeness. Issue 3 targets: >= 50,000/s SQLite, >= 30,000/s
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import multiprocessing as mp
+import os
+import secrets
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from crawlfleet.frontier.base import Completion, DomainLimits, Frontier, JobSpec, NewRequest
+
+PG_SERVER = os.environ.get("CRAWLFLEET_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+DOMAINS = 1_000
+ENQUEUE_BATCH = 1_000
+LEASE_BATCH = 100
+LIMITS = DomainLimits(max_in_flight=64, min_delay=0.0)
+TTL = 300.0
+
+
+@dataclass
+class Target:
+    backend: str
+    url: str  # sqlite file path or PostgreSQL DSN
+
+    def frontier(self, pool: int = 4) -> Frontier:
+        if self.backend == "sqlite":
+            from crawlfleet.frontier.sqlite import SQLiteFrontier
+
+            return SQLiteFrontier(self.url)
+        from crawlfleet.frontier.postgres import PostgresFrontier
+
+        return PostgresFrontier(self.url, max_size=pool)
+
+
+def requests(job: str, start: int, n: int) -> list[NewRequest]:
+    out = []
+    for i in range(start, start + n):
+        domain = f"d{i % DOMAINS}.bench"
+        url = f"http://{domain}/{job}/item/{i}"
+        out.append(NewRequest(url, hashlib.blake2b(url.encode(), digest_size=16).digest(), domain))
+    return out
+
+
+async def enqueue_all(store: Frontier, job: str, n: int) -> float:
+    batches = [requests(job, i, ENQUEUE_BATCH) for i in range(0, n, ENQUEUE_BATCH)]
+    t0 = time.perf_counter()
+    for batch in batches:
+        await store.enqueue(job, batch)
+    return time.perf_counter() - t0
+
+
+async def drain(store: Frontier, job: str, worker: str) -> int:
+    """Lease and complete until nothing is left; returns how many this worker completed."""
+    done = 0
+    idle = 0
+    while True:
+        leases = await store.lease(worker, LEASE_BATCH, TTL, jobs=[job])
+        if not leases:
+            if await store.is_finished(job) or idle > 200:
+                return done
+            idle += 1  # others hold the rest for now (or every free domain is locked)
+            await asyncio.sleep(0.005)
+            continue
+        idle = 0
+        accepted = await store.complete([Completion(x.ref, 200) for x in leases])
+        done += len(accepted)
+
+
+async def setup_job(target: Target, job: str, n: int) -> tuple[float, float]:
+    """Submit ``job`` with ``n`` URLs; returns (seconds to enqueue them, seconds to re-enqueue)."""
+    store = target.frontier()
+    await store.open()
+    try:
+        await store.submit_job(JobSpec(job, "bench.py", default_limits=LIMITS))
+        new = await enqueue_all(store, job, n)
+        dup = await enqueue_all(store, job, n)
+        return new, dup
+    finally:
+        await store.close()
+
+
+async def drain_one(target: Target, job: str) -> tuple[int, float]:
+    store = target.frontier()
+    await store.open()
+    try:
+        t0 = time.perf_counter()
+        done = await drain(store, job, "w0")
+        return done, time.perf_counter() - t0
+    finally:
+        await store.close()
+
+
+def _process(target: Target, job: str, worker: str, start: mp.Barrier, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    async def run() -> int:
+        store = target.frontier(pool=2)
+        await store.open()
+        try:
+            start.wait()
+            return await drain(store, job, worker)
+        finally:
+            await store.close()
+
+    out.put(asyncio.run(run()))
+
+
+def drain_many(target: Target, job: str, processes: int) -> tuple[int, float]:
+    ctx = mp.get_context("spawn")
+    start = ctx.Barrier(processes + 1)
+    out: mp.Queue[int] = ctx.Queue()
+    procs = [
+        ctx.Process(target=_process, args=(target, job, f"w{i}", start, out))
+        for i in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    start.wait()
+    t0 = time.perf_counter()
+    done = sum(out.get() for _ in procs)
+    elapsed = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    return done, elapsed
+
+
+def bench(target: Target, n: int, processes: int) -> dict[str, float]:
+    new, dup = asyncio.run(setup_job(target, "one", n))
+    done1, t1 = asyncio.run(drain_one(target, "one"))
+    asyncio.run(setup_job(target, "many", n))
+    done8, t8 = drain_many(target, "many", processes)
+    assert done1 == n, (done1, n)
+    assert done8 == n, (done8, n)
+    return {
+        "enqueue new (batch 1,000)": n / new,
+        "enqueue dup (batch 1,000)": n / dup,
+        "lease+complete, 1 process": done1 / t1,
+        f"lease+complete, {processes} processes": done8 / t8,
+    }
+
+
+class PgDatabase:
+    """A throwaway database on the benchmark server."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.name = f"crawlfleet_bench_{secrets.token_hex(4)}"
+        self.dsn = urlunsplit(urlsplit(server)._replace(path=f"/{self.name}"))
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def __enter__(self) -> str:
+        self._admin(f'CREATE DATABASE "{self.name}"')
+        return self.dsn
+
+    def __exit__(self, *exc: object) -> None:
+        self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100_000, help="URLs per phase")
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--backends", default="sqlite,postgres")
+    args = parser.parse_args()
+    results: dict[str, dict[str, float]] = {}
+    for backend in args.backends.split(","):
+        print(f"{backend}: {args.n:,} URLs per phase ...", file=sys.stderr, flush=True)
+        if backend == "sqlite":
+            with tempfile.TemporaryDirectory() as tmp:
+                target = Target("sqlite", str(Path(tmp) / "queue.db"))
+                results[backend] = bench(target, args.n, args.processes)
+        else:
+            with PgDatabase(PG_SERVER) as dsn:
+                results[backend] = bench(Target("postgres", dsn), args.n, args.processes)
+    print_table(results)
+
+
+def print_table(results: dict[str, dict[str, float]]) -> None:
+    backends = list(results)
+    rows = list(next(iter(results.values())))
+    width = max(len(r) for r in rows)
+    print(f"| {'rows/s':<{width}} | " + " | ".join(f"{b:>10}" for b in backends) + " |")
+    print(f"| {'-' * width} | " + " | ".join("-" * 10 for _ in backends) + " |")
+    for row in rows:
+        cells = " | ".join(f"{results[b][row]:>10,.0f}" for b in backends)
+        print(f"| {row:<{width}} | {cells} |")
+
+
+if __name__ == "__main__":
+    main()

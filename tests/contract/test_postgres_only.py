@@ -1,0 +1,184 @@
+"""What only the PostgreSQL frontier has: versioned migrations, schemas, many leasers on many
+connections at once (the contract suite in test_frontier.py covers the shared behaviour)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from tests.conftest import PG_TEST_DB, FakeClock
+
+from crawlfleet.errors import ConfigError, StoreError
+from crawlfleet.frontier import open_frontier
+from crawlfleet.frontier.base import Completion, DomainLimits, JobSpec, Lease, NewRequest
+from crawlfleet.frontier.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresFrontier
+from crawlfleet.frontier.sqlite import SQLiteFrontier
+from crawlfleet.urls import canonicalize, fingerprint, host_of
+
+TTL = 30.0
+
+
+def req_urls(n: int, domains: int) -> list[NewRequest]:
+    out = []
+    for i in range(n):
+        url = canonicalize(f"http://d{i % domains}.test/p/{i}")
+        out.append(NewRequest(url, fingerprint(url), host_of(url)))
+    return out
+
+
+@pytest.fixture
+def dsn() -> str:
+    return PG_TEST_DB.fresh()
+
+
+@pytest.fixture
+async def pg(dsn: str, clock: FakeClock) -> AsyncIterator[PostgresFrontier]:
+    store = PostgresFrontier(dsn, clock=clock, max_size=2)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def meta_rows(dsn: str, schema: str = "public") -> list[tuple[int, str]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(f'SELECT version, name FROM "{schema}".crawlfleet_meta ORDER BY 1')
+        return [(r[0], r[1]) for r in rows]
+    finally:
+        await conn.close()
+
+
+async def test_upgrade__records_the_schema_version(pg: PostgresFrontier, dsn: str) -> None:
+    assert await pg.upgrade() == SCHEMA_VERSION
+    assert await meta_rows(dsn) == [(v, name) for v, name, _ in MIGRATIONS]
+
+
+async def test_upgrade__twice_is_a_no_op(pg: PostgresFrontier, dsn: str) -> None:
+    before = await meta_rows(dsn)
+    assert await pg.upgrade() == await pg.upgrade() == SCHEMA_VERSION
+    assert await meta_rows(dsn) == before
+
+
+async def test_upgrade__by_many_processes_at_once_migrates_once(dsn: str, clock: FakeClock) -> None:
+    schema = f"fleet_{secrets.token_hex(3)}"
+    stores = [PostgresFrontier(dsn, clock=clock, schema=schema, max_size=1) for _ in range(6)]
+    try:
+        await asyncio.gather(*(s.open() for s in stores))
+        assert await meta_rows(dsn, schema) == [(v, name) for v, name, _ in MIGRATIONS]
+        await stores[0].submit_job(JobSpec("j", "s.py"))
+        assert await stores[-1].get_job("j") is not None
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_schema__keeps_two_fleets_apart(dsn: str, clock: FakeClock) -> None:
+    a = PostgresFrontier(dsn, clock=clock, schema=f"a_{secrets.token_hex(3)}", max_size=1)
+    b = PostgresFrontier(dsn, clock=clock, schema=f"b_{secrets.token_hex(3)}", max_size=1)
+    async with a, b:
+        await a.submit_job(JobSpec("only-in-a", "s.py"))
+        assert await a.get_job("only-in-a") is not None
+        assert await b.get_job("only-in-a") is None
+
+
+async def test_concurrent_leasers__on_separate_connections_never_share_a_request(
+    dsn: str, clock: FakeClock
+) -> None:
+    limits = DomainLimits(max_in_flight=5)
+    seed = PostgresFrontier(dsn, clock=clock, max_size=1)
+    async with seed:
+        await seed.submit_job(JobSpec("j", "s.py", default_limits=limits))
+        await seed.enqueue("j", req_urls(1200, domains=40))
+    stores = [PostgresFrontier(dsn, clock=clock, max_size=1) for _ in range(6)]
+    held: dict[int, Lease] = {}
+    completed: list[int] = []
+
+    async def worker(store: PostgresFrontier, name: str) -> None:
+        for _ in range(400):
+            leases = await store.lease(name, 37, TTL)
+            if not leases:
+                if await store.is_finished("j"):
+                    return
+                await asyncio.sleep(0)
+                continue
+            for x in leases:
+                assert x.id not in held, "two live leases on one request"
+                held[x.id] = x
+            per_domain = Counter(x.domain for x in held.values())
+            assert max(per_domain.values()) <= limits.max_in_flight
+            await asyncio.sleep(0)
+            for x in leases:  # the store frees their slots when complete commits
+                del held[x.id]
+            accepted = await store.complete([Completion(x.ref, 200) for x in leases])
+            assert accepted == {x.id for x in leases}
+            completed.extend(accepted)
+
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        await asyncio.gather(*(worker(s, f"w{i}") for i, s in enumerate(stores)))
+        assert sorted(completed) == sorted(set(completed))
+        assert len(completed) == 1200
+        stats = await stores[0].stats("j")
+        assert (stats.done, stats.leased, stats.queued) == (1200, 0, 0)
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_concurrent_leasers__share_one_domain_pacing(dsn: str, clock: FakeClock) -> None:
+    seed = PostgresFrontier(dsn, clock=clock, max_size=1)
+    async with seed:
+        await seed.submit_job(JobSpec("j", "s.py", default_limits=DomainLimits(100, 0.25)))
+        await seed.enqueue("j", req_urls(50, domains=1))
+    stores = [PostgresFrontier(dsn, clock=clock, max_size=1) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        batches = await asyncio.gather(*(s.lease(f"w{i}", 50, TTL) for i, s in enumerate(stores)))
+        starts = sorted(x.start_at for b in batches for x in b)
+        assert starts, "somebody got the domain"
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
+        assert all(g >= 0.25 - 1e-9 for g in gaps), gaps
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_open__unreachable_server_is_a_store_error_without_the_password() -> None:
+    store = PostgresFrontier("postgresql://crawler:hunter2@127.0.0.1:1/nowhere")
+    with pytest.raises(StoreError) as info:
+        await store.open()
+    assert "hunter2" not in str(info.value)
+    assert "[secure]" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert "hunter2" not in repr(store)
+
+
+def test_open_frontier__maps_queue_urls_to_backends(tmp_path: Path) -> None:
+    rel = open_frontier("sqlite:///some/queue.db")
+    assert isinstance(rel, SQLiteFrontier)
+    assert rel.path == Path("some/queue.db")
+    absolute = open_frontier(f"sqlite:///{tmp_path}/q.db")
+    assert isinstance(absolute, SQLiteFrontier)
+    assert absolute.path == tmp_path / "q.db"
+    bare = open_frontier("queue.db")
+    assert isinstance(bare, SQLiteFrontier)
+    assert bare.path == Path("queue.db")
+    pg = open_frontier("postgres://u:pw@db.internal:5432/crawl?schema=fleet")
+    assert isinstance(pg, PostgresFrontier)
+    assert pg.schema == "fleet"
+    assert pg.dsn == "postgres://u:pw@db.internal:5432/crawl"
+    assert isinstance(open_frontier("postgresql://db/crawl"), PostgresFrontier)
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://u:s3cret@db/x", "redis://:s3cret@host/0", "queue.txt", "sqlite://"]
+)
+def test_open_frontier__refuses_other_urls_without_printing_secrets(url: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        open_frontier(url)
+    assert "s3cret" not in str(info.value)
