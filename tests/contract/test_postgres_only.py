@@ -148,6 +148,26 @@ async def test_concurrent_leasers__share_one_domain_pacing(dsn: str, clock: Fake
         await asyncio.gather(*(s.close() for s in stores))
 
 
+async def test_complete__by_a_fresh_worker_enqueues_links_with_the_job_defaults(
+    dsn: str, clock: FakeClock
+) -> None:
+    submitter = PostgresFrontier(dsn, clock=clock, max_size=1)
+    async with submitter:
+        await submitter.submit_job(JobSpec("j", "s.py", default_limits=DomainLimits(3, 0.0)))
+        await submitter.enqueue("j", req_urls(1, domains=1))
+    worker = PostgresFrontier(dsn, clock=clock, max_size=1)  # knows nothing of the job yet
+    async with worker:
+        (lease,) = await worker.lease("w", 10, TTL)
+        found = [
+            *req_urls(10, domains=1)[1:],
+            NewRequest("http://new.test/", fingerprint("http://new.test/"), "new.test"),
+        ]
+        assert await worker.complete([Completion(lease.ref, 200, discovered=found)]) == {lease.id}
+        assert (await worker.stats("j")).queued == 10
+        leased = await worker.lease("w", 20, TTL)
+        assert sum(x.domain == "d0.test" for x in leased) == 3, "the job's in-flight default"
+
+
 async def test_open__unreachable_server_is_a_store_error_without_the_password() -> None:
     store = PostgresFrontier("postgresql://crawler:hunter2@127.0.0.1:1/nowhere")
     with pytest.raises(StoreError) as info:

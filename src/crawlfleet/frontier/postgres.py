@@ -410,6 +410,10 @@ class PostgresFrontier:
         for c in done:
             if c.discovered:
                 discovered.setdefault(job_of[c.lease.id], []).extend(c.discovered)
+        if discovered.keys() - self._job_defaults.keys():
+            # a worker learns a job's politeness defaults here if it never looked the job up
+            for row in await conn.fetch(Q["list_jobs"]):
+                self._job_from_row(row)
         for job_id, reqs in sorted(discovered.items()):
             _, new = await self._enqueue(conn, job_id, reqs)
             new_domains.extend(new)
