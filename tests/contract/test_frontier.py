@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.conftest import FakeClock
 
 from crawlfleet.frontier.base import (
     Completion,
@@ -19,7 +20,6 @@ from crawlfleet.frontier.base import (
     RecordRow,
 )
 from crawlfleet.urls import canonicalize, fingerprint, host_of
-from tests.conftest import FakeClock
 
 TTL = 30.0
 
@@ -33,7 +33,10 @@ def urls(n: int, host: str = "a.test") -> list[NewRequest]:
     return [req(f"http://{host}/p/{i}") for i in range(n)]
 
 
-async def job(f: Frontier, name: str = "j", limits: DomainLimits = DomainLimits(100, 0.0), **kw: object) -> None:
+WIDE = DomainLimits(100, 0.0)
+
+
+async def job(f: Frontier, name: str = "j", limits: DomainLimits = WIDE, **kw: object) -> None:
     await f.submit_job(JobSpec(name=name, spider="s.py", default_limits=limits, **kw))  # type: ignore[arg-type]
 
 
@@ -53,9 +56,15 @@ async def test_enqueue__same_url_in_two_jobs_is_two_requests(frontier: Frontier)
     assert await frontier.enqueue("j2", urls(3)) == 3
 
 
-async def test_enqueue__concurrent_producers_of_one_url_give_one_request(frontier: Frontier) -> None:
+async def test_enqueue__concurrent_producers_of_one_url_give_one_request(
+    frontier: Frontier,
+) -> None:
     await job(frontier)
-    variants = ["http://a.test/x?b=2&a=1", "http://A.TEST/x?a=1&b=2#f", "http://a.test:80/x?a=1&b=2"]
+    variants = [
+        "http://a.test/x?b=2&a=1",
+        "http://A.TEST/x?a=1&b=2#f",
+        "http://a.test:80/x?a=1&b=2",
+    ]
     added = await asyncio.gather(*(frontier.enqueue("j", [req(v)]) for v in variants * 4))
     assert sum(added) == 1
 
@@ -102,12 +111,16 @@ async def test_complete__by_a_holder_whose_lease_was_taken_over_is_refused(
     assert await frontier.complete([zombie]) == set()
     assert await frontier.fail([Failure(old.ref, "late")]) == set()
     assert await frontier.heartbeat([old.ref], TTL) == set()
-    assert await frontier.complete([Completion(new.ref, 200, records=[RecordRow("b", {"who": "B"}, new.url, 1.0)])]) == {new.id}
+    assert await frontier.complete(
+        [Completion(new.ref, 200, records=[RecordRow("b", {"who": "B"}, new.url, 1.0)])]
+    ) == {new.id}
     records = [r async for r in frontier.iter_records("j")]
     assert [r.data for r in records] == [{"who": "B"}]
 
 
-async def test_heartbeat__keeps_a_slow_fetch_from_being_re_leased(frontier: Frontier, clock: FakeClock) -> None:
+async def test_heartbeat__keeps_a_slow_fetch_from_being_re_leased(
+    frontier: Frontier, clock: FakeClock
+) -> None:
     await job(frontier)
     await frontier.enqueue("j", urls(1))
     (lease,) = await frontier.lease("A", 1, TTL)
@@ -118,7 +131,9 @@ async def test_heartbeat__keeps_a_slow_fetch_from_being_re_leased(frontier: Fron
     assert await frontier.complete([Completion(lease.ref, 200)]) == {lease.id}
 
 
-async def test_expired_lease__is_queued_again_with_its_attempt_counted(frontier: Frontier, clock: FakeClock) -> None:
+async def test_expired_lease__is_queued_again_with_its_attempt_counted(
+    frontier: Frontier, clock: FakeClock
+) -> None:
     await job(frontier)
     await frontier.enqueue("j", urls(3))
     await frontier.lease("A", 3, TTL)
@@ -130,7 +145,9 @@ async def test_expired_lease__is_queued_again_with_its_attempt_counted(frontier:
     assert sorted(x.attempts for x in again) == [2, 2, 2]
 
 
-async def test_expired_lease__on_the_last_attempt_is_dead_worker_lost(frontier: Frontier, clock: FakeClock) -> None:
+async def test_expired_lease__on_the_last_attempt_is_dead_worker_lost(
+    frontier: Frontier, clock: FakeClock
+) -> None:
     await job(frontier, max_attempts=2)
     await frontier.enqueue("j", urls(1))
     for _ in range(2):
@@ -142,7 +159,9 @@ async def test_expired_lease__on_the_last_attempt_is_dead_worker_lost(frontier: 
     assert await frontier.is_finished("j")
 
 
-async def test_fail__retry_is_not_leased_before_its_time(frontier: Frontier, clock: FakeClock) -> None:
+async def test_fail__retry_is_not_leased_before_its_time(
+    frontier: Frontier, clock: FakeClock
+) -> None:
     await job(frontier)
     await frontier.enqueue("j", urls(1))
     (lease,) = await frontier.lease("A", 1, TTL)
@@ -161,11 +180,22 @@ async def test_fail__dead_is_listed_shown_and_replayable(frontier: Frontier) -> 
     await job(frontier)
     await frontier.enqueue("j", urls(2))
     a, b = await frontier.lease("A", 2, TTL)
-    await frontier.fail([
-        Failure(a.ref, "404 Not Found", dead_reason=DeadReason.HTTP_4XX, status=404, outcome="permanent_error"),
-        Failure(b.ref, "robots.txt disallows", dead_reason=DeadReason.ROBOTS, outcome="robots"),
-    ])
-    assert {d.reason for d in await frontier.dead_letters("j")} == {DeadReason.HTTP_4XX, DeadReason.ROBOTS}
+    await frontier.fail(
+        [
+            Failure(
+                a.ref,
+                "404 Not Found",
+                dead_reason=DeadReason.HTTP_4XX,
+                status=404,
+                outcome="permanent_error",
+            ),
+            Failure(b.ref, "robots.txt disallows", dead_reason=DeadReason.ROBOTS, outcome="robots"),
+        ]
+    )
+    assert {d.reason for d in await frontier.dead_letters("j")} == {
+        DeadReason.HTTP_4XX,
+        DeadReason.ROBOTS,
+    }
     (only,) = await frontier.dead_letters("j", DeadReason.HTTP_4XX)
     shown = await frontier.dead_letter(only.id)
     assert shown is not None and shown.url == a.url
@@ -185,7 +215,9 @@ async def test_release__returns_work_without_counting_an_attempt(frontier: Front
     assert [x.attempts for x in again] == [1, 1]
 
 
-async def test_lease__respects_the_domain_in_flight_limit_across_holders(frontier: Frontier) -> None:
+async def test_lease__respects_the_domain_in_flight_limit_across_holders(
+    frontier: Frontier,
+) -> None:
     await job(frontier, limits=DomainLimits(max_in_flight=2))
     await frontier.enqueue("j", urls(10))
     a = await frontier.lease("A", 10, TTL)
@@ -195,7 +227,9 @@ async def test_lease__respects_the_domain_in_flight_limit_across_holders(frontie
     assert len(await frontier.lease("B", 10, TTL)) == 1
 
 
-async def test_lease__expired_leases_free_their_domain_slots(frontier: Frontier, clock: FakeClock) -> None:
+async def test_lease__expired_leases_free_their_domain_slots(
+    frontier: Frontier, clock: FakeClock
+) -> None:
     await job(frontier, limits=DomainLimits(max_in_flight=1))
     await frontier.enqueue("j", urls(2))
     assert len(await frontier.lease("A", 5, TTL)) == 1  # A dies holding it
@@ -248,15 +282,23 @@ async def test_lease__only_for_the_jobs_named(frontier: Frontier) -> None:
     assert {x.job for x in await frontier.lease("A", 10, TTL, jobs=["two"])} == {"two"}
 
 
-async def test_complete__writes_records_quarantine_and_links_in_one_step(frontier: Frontier) -> None:
+async def test_complete__writes_records_quarantine_and_links_in_one_step(
+    frontier: Frontier,
+) -> None:
     await job(frontier)
     await frontier.enqueue("j", urls(1))
     (lease,) = await frontier.lease("A", 1, TTL)
     done = Completion(
         lease.ref,
         200,
-        records=[RecordRow("sku-1", {"sku": "sku-1", "price": 2.5}, lease.url, 5.0, "a.warc.gz", "<urn:uuid:x>")],
-        quarantined=[QuarantineRow({"sku": "sku-2"}, [{"loc": ["price"], "msg": "missing"}], lease.url, 5.0)],
+        records=[
+            RecordRow(
+                "sku-1", {"sku": "sku-1", "price": 2.5}, lease.url, 5.0, "a.warc.gz", "<urn:uuid:x>"
+            )
+        ],
+        quarantined=[
+            QuarantineRow({"sku": "sku-2"}, [{"loc": ["price"], "msg": "missing"}], lease.url, 5.0)
+        ],
         discovered=[req("http://a.test/new/1"), req("http://a.test/new/2"), req(lease.url)],
         content_hash=b"h" * 16,
     )
@@ -273,8 +315,12 @@ async def test_records__a_refetch_updates_never_duplicates(frontier: Frontier) -
     await job(frontier)
     await frontier.enqueue("j", urls(2))
     a, b = await frontier.lease("A", 2, TTL)
-    await frontier.complete([Completion(a.ref, 200, records=[RecordRow("k", {"v": 1}, a.url, 1.0)])])
-    await frontier.complete([Completion(b.ref, 200, records=[RecordRow("k", {"v": 2}, b.url, 2.0)])])
+    await frontier.complete(
+        [Completion(a.ref, 200, records=[RecordRow("k", {"v": 1}, a.url, 1.0)])]
+    )
+    await frontier.complete(
+        [Completion(b.ref, 200, records=[RecordRow("k", {"v": 2}, b.url, 2.0)])]
+    )
     assert [r.data for r in [r async for r in frontier.iter_records("j")]] == [{"v": 2}]
 
 

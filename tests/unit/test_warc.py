@@ -228,6 +228,7 @@ def test_write_after_close_raises(tmp_path: Path) -> None:
 def test_thread_error_reaches_the_caller(tmp_path: Path) -> None:
     missing = tmp_path / "missing"
     writer = WarcWriter(missing, prefix="w1")
+    missing.rmdir()  # the directory disappears under a running writer
     writer.write(**exchange(1))
     with pytest.raises(FileNotFoundError):
         writer.flush()

@@ -268,6 +268,7 @@ class WarcWriter:
         if "/" in prefix or os.sep in prefix or not prefix:
             raise ValueError(f"prefix must be a non-empty file name part, not {prefix!r}")
         self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
         self.max_size = max_size
         self.gzip_level = gzip_level

@@ -88,6 +88,20 @@ class RobotsCache:
             return False
         return bool(entry.rules.can_fetch(url, self._user_agent))
 
+    def cached_verdict(self, url: str) -> bool | None:
+        """What :meth:`allowed` would answer from a fresh cache entry alone (None: not known).
+
+        Lets a worker drop disallowed links when it discovers them, without awaiting a fetch.
+        Only a parsed robots.txt answers here; an unreachable one is a temporary state.
+        """
+        parsed = URL(url)
+        entry = self._entries.get(_origin(parsed))
+        if entry is None or entry.expires <= self._clock() or entry.state == UNREACHABLE:
+            return None
+        if entry.state == ALLOW_ALL or entry.rules is None or parsed.path == "/robots.txt":
+            return True
+        return bool(entry.rules.can_fetch(url, self._user_agent))
+
     async def crawl_delay(self, url: str) -> float | None:
         """The ``Crawl-delay`` for our user agent on ``url``'s origin, if it sets one."""
         parsed = URL(url)

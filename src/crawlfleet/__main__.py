@@ -1,0 +1,3 @@
+from crawlfleet.cli import main
+
+main()

@@ -1,0 +1,201 @@
+"""One job's view inside a worker: its spider, scope, link dedup, and what a page produces.
+
+``JobRuntime.process`` turns a fetched response into what the store needs in one transaction:
+validated records, quarantined records, and the new links worth sending (in scope, not seen by
+this worker before, not a trap). The worker around it only moves data; this is where a page's
+output is judged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
+from crawlfleet.frontier.base import Job, NewRequest, QuarantineRow, RecordRow
+from crawlfleet.policy.traps import TrapRules, check_url
+from crawlfleet.response import Response
+from crawlfleet.spider import Request, Spider
+from crawlfleet.urls import LinkCanonicalizer, canonicalize, fingerprint, host_of, in_scope
+
+
+class ParseError(Exception):
+    """The spider's callback raised: a bug to fix, then replay (not worth an automatic retry)."""
+
+
+@dataclass(slots=True)
+class PageOutput:
+    records: list[RecordRow] = field(default_factory=list)
+    quarantined: list[QuarantineRow] = field(default_factory=list)
+    discovered: list[NewRequest] = field(default_factory=list)
+    traps: int = 0
+    robots_dropped: int = 0
+
+
+class RobotsVerdict(Protocol):
+    def cached_verdict(self, url: str) -> bool | None: ...
+
+
+def _seen_key(fp: bytes) -> int:
+    # 8 bytes of a 16-byte fingerprint: the in-memory set is a pre-filter, the store decides
+    return int.from_bytes(fp[:8], "little")
+
+
+class JobRuntime:
+    """Everything a worker keeps in memory for one job (caches only; the store has the truth)."""
+
+    def __init__(self, job: Job, spider_cls: type[Spider]) -> None:
+        self.job = job
+        self.spider_cls = spider_cls
+        self.spider = spider_cls()
+        self.validator = RecordValidator(spider_cls.item, spider_cls.item_key)
+        self.scope = tuple(spider_cls.scope_hosts())
+        self.links = LinkCanonicalizer()
+        self.seen: set[int] = set()
+        self.content_seen: set[bytes] = set()
+        self.traps = TrapRules(max_depth=spider_cls.max_depth)
+        self.max_attempts = spider_cls.max_attempts
+
+    # -- links ----------------------------------------------------------------------------------
+
+    def seed_requests(self) -> list[NewRequest]:
+        """The spider's start requests, canonical (seeds are never filtered by scope)."""
+        out = []
+        for req in self.spider.start_requests():
+            canon = canonicalize(req.url)
+            out.append(self._new(req, canon, fingerprint(canon, req.method, req.body), 0))
+        return out
+
+    def _new(self, req: Request, canon: str, fp: bytes, depth: int) -> NewRequest:
+        return NewRequest(
+            url=canon,
+            fingerprint=fp,
+            domain=host_of(canon),
+            priority=req.priority,
+            depth=depth,
+            callback=req.callback_name,
+            meta=req.meta or None,
+            method=req.method,
+            body=req.body,
+            fetcher=req.fetcher,
+            max_attempts=req.max_attempts,
+        )
+
+    def link(
+        self, req: Request, depth: int, out: PageOutput, robots: RobotsVerdict | None = None
+    ) -> None:
+        """Queue ``req`` in ``out`` if it is in scope, new to this worker and not a trap."""
+        if req.method == "GET" and req.body is None:
+            resolved = self.links.resolve(req.href, req.base) if req.base else None
+            if resolved is None:
+                if req.base:
+                    return  # not http(s), or does not parse
+                try:
+                    canon = canonicalize(req.url)
+                except ValueError:
+                    return
+                resolved = (canon, fingerprint(canon), host_of(canon))
+            canon, fp, host = resolved
+        else:
+            try:
+                canon = canonicalize(req.url)
+            except ValueError:
+                return
+            fp, host = fingerprint(canon, req.method, req.body), host_of(canon)
+        key = _seen_key(fp)
+        if key in self.seen or not in_scope(host, self.scope):
+            return
+        self.seen.add(key)
+        if check_url(canon, depth, self.traps) is not None:
+            out.traps += 1
+            return
+        if robots is not None and robots.cached_verdict(canon) is False:
+            out.robots_dropped += 1  # known disallowed: never worth a queue row
+            return
+        out.discovered.append(self._new(req, canon, fp, depth))
+
+    def forget(self, discovered: Iterable[NewRequest]) -> None:
+        """The store refused the page (lease lost): its links must be sendable again."""
+        for req in discovered:
+            self.seen.discard(_seen_key(req.fingerprint))
+
+    # -- pages ----------------------------------------------------------------------------------
+
+    def content_hash(self, body: bytes) -> bytes:
+        return hashlib.blake2b(body, digest_size=16).digest()
+
+    def process(
+        self,
+        response: Response,
+        *,
+        robots: RobotsVerdict | None = None,
+        page_url: str,
+        callback: str | None,
+        depth: int,
+        fetched_at: float,
+        warc: tuple[str | None, str | None],
+    ) -> PageOutput:
+        """Run the callback on ``response``; raises ParseError if the spider code fails."""
+        out = PageOutput()
+        method = getattr(self.spider, callback or "parse", None)
+        if method is None:
+            raise ParseError(f"spider {self.spider_cls.__name__} has no callback {callback!r}")
+        position = 0
+        try:
+            for obj in _iterate(method(response)):
+                if isinstance(obj, Request):
+                    self.link(obj, depth + 1, out, robots)
+                elif obj is not None:
+                    self._record(obj, page_url, position, fetched_at, warc, out)
+                    position += 1
+        except ValidationError as exc:  # the spider built its model with bad data
+            self._quarantine(invalid_from_exception(exc), page_url, fetched_at, warc, out)
+        except Exception as exc:
+            raise ParseError(_short_traceback(exc)) from exc
+        return out
+
+    def _record(
+        self,
+        obj: Any,
+        page_url: str,
+        position: int,
+        fetched_at: float,
+        warc: tuple[str | None, str | None],
+        out: PageOutput,
+    ) -> None:
+        checked = self.validator.check(obj, page_url=page_url, position=position)
+        if isinstance(checked, Invalid):
+            self._quarantine(checked, page_url, fetched_at, warc, out)
+        else:
+            out.records.append(RecordRow(checked.key, checked.data, page_url, fetched_at, *warc))
+
+    @staticmethod
+    def _quarantine(
+        invalid: Invalid,
+        page_url: str,
+        fetched_at: float,
+        warc: tuple[str | None, str | None],
+        out: PageOutput,
+    ) -> None:
+        out.quarantined.append(
+            QuarantineRow(invalid.data, invalid.errors, page_url, fetched_at, *warc)
+        )
+
+
+def _iterate(result: Any) -> Iterator[Any]:
+    if result is None:
+        return iter(())
+    if isinstance(result, (Request, dict)) or not isinstance(result, Iterable):
+        return iter((result,))
+    return iter(result)
+
+
+def _short_traceback(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"

@@ -1,0 +1,487 @@
+"""A worker: lease → fetch → classify → parse → store → report, and nothing else.
+
+One asyncio process. It leases batches from the store, fetches each request no earlier than its
+pacing slot, writes every response to WARC, asks the pure policies what the outcome means, runs
+the spider on good pages and reports everything back in batched transactions — after the WARC
+data of the batch is durable (snapshot before ack). Only caches live here (seen-sets, robots,
+connection pools); a worker can die at any moment and lose nothing but time.
+
+SIGTERM: stop leasing, let in-flight fetches finish within ``grace`` seconds, give the rest back
+(``release``), flush, exit. A second SIGTERM stops at once (leases then expire and are rescued).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+import socket
+import time
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crawlfleet import metrics
+from crawlfleet.config import Settings
+from crawlfleet.data.warc import WarcRef, WarcWriter
+from crawlfleet.errors import FetchError, SpiderLoadError
+from crawlfleet.extract import JobRuntime, ParseError
+from crawlfleet.fetch.http import FetchResult, FetchSettings, HttpFetcher
+from crawlfleet.fetch.robots import RobotsCache
+from crawlfleet.frontier.base import (
+    Completion,
+    DeadReason,
+    Failure,
+    Frontier,
+    Lease,
+    LeaseRef,
+)
+from crawlfleet.policy.classify import Outcome, classify_response, outcome_for_error
+from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
+from crawlfleet.response import Response
+from crawlfleet.spiders import configure, load_spider
+from crawlfleet.urls import mask_credentials
+
+log = logging.getLogger("crawlfleet.worker")
+
+#: seconds before a request whose host's robots.txt was unreachable is tried again
+ROBOTS_RECHECK = 60.0
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass
+class _Job:
+    runtime: JobRuntime
+    fetcher: HttpFetcher
+    robots: RobotsCache | None
+    warc: WarcWriter
+
+
+@dataclass
+class _Pending:
+    done: list[tuple[Completion, JobRuntime]] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.done) + len(self.failed)
+
+
+class Worker:
+    """Run leases of the named jobs (or of every running job) until stopped or finished."""
+
+    def __init__(
+        self,
+        frontier: Frontier,
+        settings: Settings,
+        *,
+        worker_id: str | None = None,
+        jobs: Sequence[str] | None = None,
+        exit_when_finished: bool = False,
+        grace: float = 10.0,
+    ) -> None:
+        self.frontier = frontier
+        self.settings = settings.check()
+        self.worker_id = worker_id or default_worker_id()
+        self.jobs = list(jobs) if jobs is not None else None
+        self.exit_when_finished = exit_when_finished
+        self.grace = grace
+        self._loaded: dict[str, _Job] = {}
+        self._unloadable: dict[str, str] = {}
+        self._held: dict[int, Lease] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pending = _Pending()
+        self._flush_now = asyncio.Event()
+        self._slot_free = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._rng = random.Random()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop leasing and drain (what SIGTERM does)."""
+        self._stopping.set()
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._on_signal)
+        loop.add_signal_handler(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self) -> None:
+        if self._stopping.is_set():
+            log.warning("second stop signal: exiting now, leases will expire and be rescued")
+            os._exit(1)
+        log.info("stop signal: no new leases, finishing in-flight work")
+        self.stop()
+
+    async def run(self) -> None:
+        reporter = asyncio.create_task(self._report_loop(), name="reporter")
+        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        try:
+            await self._lease_loop()
+            await self._drain()
+        finally:
+            reporter.cancel()
+            heartbeat.cancel()
+            for task in (reporter, heartbeat):
+                with suppress(asyncio.CancelledError):
+                    await task
+            await self._flush()
+            await self._close_jobs()
+
+    async def _lease_loop(self) -> None:
+        idle = 0.01
+        while not self._stopping.is_set():
+            free = self.settings.concurrency - len(self._tasks)
+            if free < max(1, min(self.settings.lease_batch, self.settings.concurrency) // 4):
+                self._slot_free.clear()
+                await self._wait(self._slot_free, 0.5)
+                continue
+            leases = await self.frontier.lease(
+                self.worker_id,
+                min(free, self.settings.lease_batch),
+                self.settings.lease_ttl,
+                jobs=await self._lease_jobs(),
+            )
+            metrics.LEASED.inc(len(leases))
+            for lease in leases:
+                self._start(lease)
+            if leases:
+                idle = 0.01
+                continue
+            quiet = not self._tasks and not self._pending
+            if self.exit_when_finished and quiet and await self._all_finished():
+                return
+            await self._wait(self._slot_free, idle)
+            idle = min(idle * 2, 0.2)
+
+    async def _wait(self, event: asyncio.Event, timeout: float) -> None:
+        stop = asyncio.ensure_future(self._stopping.wait())
+        ev = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait({stop, ev}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            ev.cancel()
+
+    async def _lease_jobs(self) -> list[str] | None:
+        if not self._unloadable:
+            return self.jobs
+        names = self.jobs or [j.name for j in await self.frontier.list_jobs()]
+        return [n for n in names if n not in self._unloadable]
+
+    async def _all_finished(self) -> bool:
+        names = self.jobs or [j.name for j in await self.frontier.list_jobs()]
+        for name in names:
+            if not await self.frontier.is_finished(name):
+                return False
+        return True
+
+    async def _drain(self) -> None:
+        if self._tasks:
+            _, late = await asyncio.wait(self._tasks, timeout=self.grace)
+            for task in late:
+                task.cancel()
+            for task in late:
+                with suppress(asyncio.CancelledError):
+                    await task
+        await self._flush()
+        leftover = [lease.ref for lease in self._held.values()]
+        if leftover:
+            given_back = await self.frontier.release(leftover)
+            log.info("released %d unfinished leases", len(given_back))
+            self._held.clear()
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    async def _job(self, name: str) -> _Job | None:
+        if name in self._loaded:
+            return self._loaded[name]
+        if name in self._unloadable:
+            return None
+        job = await self.frontier.get_job(name)
+        try:
+            if job is None:
+                raise SpiderLoadError(f"job {name!r} disappeared")
+            spider_cls = configure(load_spider(job.spider), job.settings)
+        except SpiderLoadError as exc:
+            self._unloadable[name] = str(exc)
+            log.error("cannot run job %s here: %s", name, exc)
+            return None
+        self._loaded[name] = await self._open_job(JobRuntime(job, spider_cls))
+        return self._loaded[name]
+
+    async def _open_job(self, runtime: JobRuntime) -> _Job:
+        spider = runtime.spider_cls
+        overrides = dict(spider.custom_settings)
+        s = self.settings.with_overrides(
+            {k: v for k, v in overrides.items() if k in Settings.__dataclass_fields__}
+        )
+        fetch_settings = FetchSettings(
+            timeout=s.fetch_timeout,
+            max_body=s.max_body,
+            max_redirects=s.max_redirects,
+            user_agent=s.user_agent,
+            concurrency=s.concurrency,
+            allow_private_addresses=spider.allow_private_addresses,
+            private_ok_hosts=frozenset(spider.seed_hosts()),
+        )
+        fetcher = HttpFetcher(fetch_settings)
+        await fetcher.__aenter__()
+        robots = RobotsCache(fetcher, user_agent=s.user_agent) if spider.obey_robots else None
+        warc = WarcWriter(
+            Path(s.raw),
+            prefix=_safe_name(f"{runtime.job.name}-{self.worker_id}"),
+            max_size=s.warc_max_size,
+            gzip_level=s.warc_gzip_level,
+        )
+        return _Job(runtime, fetcher, robots, warc)
+
+    async def _close_jobs(self) -> None:
+        for job in self._loaded.values():
+            await job.fetcher.__aexit__(None, None, None)
+            await asyncio.to_thread(job.warc.close)
+        self._loaded.clear()
+
+    # -- one request ----------------------------------------------------------------------------
+
+    def _start(self, lease: Lease) -> None:
+        self._held[lease.id] = lease
+        task = asyncio.create_task(self._handle(lease))
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slot_free.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("request handler crashed", exc_info=task.exception())
+
+    async def _handle(self, lease: Lease) -> None:
+        job = await self._job(lease.job)
+        if job is None:
+            await self.frontier.release([lease.ref])
+            self._held.pop(lease.id, None)
+            return
+        wait = lease.start_at - time.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        if job.robots is not None and not await job.robots.allowed(lease.url):
+            if job.robots.state(lease.url) == "unreachable":
+                # RFC 9309: an unreachable robots.txt disallows for now; try again later
+                self._fail(
+                    lease,
+                    Outcome.RETRYABLE_ERROR,
+                    "robots.txt unreachable",
+                    retry_after=ROBOTS_RECHECK,
+                )
+            else:
+                self._fail(lease, Outcome.ROBOTS, "robots.txt disallows this URL")
+            return
+        started = time.perf_counter()
+        try:
+            result = await job.fetcher.fetch(lease.url, method=lease.method, body=lease.body)
+        except FetchError as exc:
+            metrics.FETCH_DURATION.observe(time.perf_counter() - started)
+            self._fail(lease, outcome_for_error(exc), f"{exc.kind}: {exc}", error_kind=exc.kind)
+            return
+        elapsed = time.perf_counter() - started
+        metrics.FETCH_DURATION.observe(elapsed)
+        metrics.BYTES.inc(len(result.body))
+        fetched_at = time.time()
+        ref = job.warc.write(
+            url=result.url,
+            method=lease.method,
+            request_headers=result.request_headers,
+            status=result.status,
+            reason=result.reason,
+            http_version=result.http_version,
+            response_headers=result.headers,
+            body=result.body,
+            fetched_at=fetched_at,
+            ip=result.remote_ip,
+            request_body=lease.body,
+        )
+        self._judge(job, lease, result, ref, fetched_at, elapsed)
+
+    def _judge(
+        self,
+        job: _Job,
+        lease: Lease,
+        result: FetchResult,
+        ref: WarcRef,
+        fetched_at: float,
+        elapsed: float,
+    ) -> None:
+        rt = job.runtime
+        response = Response(
+            result.url,
+            result.status,
+            result.header_map,
+            result.body,
+            meta=lease.meta,
+            depth=lease.depth,
+            request_url=lease.url,
+        )
+        try:
+            verdict = rt.spider.is_blocked(response)
+        except Exception:  # a broken hook must not pass a block page as data
+            log.exception("%s.is_blocked raised", rt.spider_cls.__name__)
+            verdict = None
+        outcome = classify_response(
+            result.status, result.header_map, result.body, spider_verdict=verdict
+        )
+        if outcome is not Outcome.OK:
+            retry_after = parse_retry_after(result.header_map.get("retry-after"), time.time())
+            error = f"HTTP {result.status}" + (
+                " (block page)" if outcome is Outcome.BLOCKED else ""
+            )
+            self._fail(lease, outcome, error, status=result.status, retry_after=retry_after)
+            return
+        digest = rt.content_hash(result.body)
+        if digest in rt.content_seen:  # same bytes under another URL: noted, not parsed again
+            self._done(rt, Completion(lease.ref, result.status, content_hash=digest))
+            metrics.FETCHES.labels("duplicate_content").inc()
+            return
+        try:
+            out = rt.process(
+                response,
+                robots=job.robots,
+                page_url=lease.url,
+                callback=lease.callback,
+                depth=lease.depth,
+                fetched_at=fetched_at,
+                warc=(ref.file, ref.record_id),
+            )
+        except ParseError as exc:
+            self._fail(
+                lease,
+                Outcome.PERMANENT_ERROR,
+                f"parse error: {exc}",
+                status=result.status,
+                dead=DeadReason.PARSE_ERROR,
+            )
+            return
+        rt.content_seen.add(digest)
+        metrics.FETCHES.labels("ok").inc()
+        metrics.RECORDS.inc(len(out.records))
+        metrics.QUARANTINED.inc(len(out.quarantined))
+        metrics.TRAPS.inc(out.traps)
+        metrics.ROBOTS_FILTERED.inc(out.robots_dropped)
+        completion = Completion(
+            lease.ref,
+            result.status,
+            records=out.records,
+            quarantined=out.quarantined,
+            discovered=out.discovered,
+            content_hash=digest,
+            elapsed=elapsed,
+            nbytes=len(result.body),
+        )
+        self._done(rt, completion)
+
+    def _fail(
+        self,
+        lease: Lease,
+        outcome: Outcome,
+        error: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        error_kind: str | None = None,
+        dead: DeadReason | None = None,
+    ) -> None:
+        metrics.FETCHES.labels(outcome.value).inc()
+        if dead is not None:
+            decision = RetryDecision(None, dead, error)
+        else:
+            decision = decide(
+                outcome=outcome,
+                attempts=lease.attempts,
+                max_attempts=lease.max_attempts,
+                now=time.time(),
+                rand=self._rng.random(),
+                status=status,
+                error_kind=error_kind,
+                retry_after=retry_after,
+                base=self.settings.retry_base,
+                cap=self.settings.retry_cap,
+            )
+        if decision.retry_at is None:
+            metrics.DEAD.labels((decision.dead_reason or DeadReason.TOO_MANY_RETRIES).value).inc()
+        else:
+            metrics.RETRIES.inc()
+        self._pending.failed.append(
+            Failure(
+                lease.ref,
+                error[:1000],
+                retry_at=decision.retry_at,
+                dead_reason=decision.dead_reason,
+                status=status,
+                outcome=outcome.value,
+            )
+        )
+        self._kick()
+
+    def _done(self, rt: JobRuntime, completion: Completion) -> None:
+        self._pending.done.append((completion, rt))
+        self._kick()
+
+    def _kick(self) -> None:
+        if len(self._pending) >= 200:
+            self._flush_now.set()
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    async def _report_loop(self) -> None:
+        while True:
+            await self._wait(self._flush_now, self.settings.report_interval)
+            self._flush_now.clear()
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, _Pending()
+        # snapshot durable before ack: a crash after this point refetches, never loses
+        await asyncio.gather(*(asyncio.to_thread(j.warc.flush) for j in self._loaded.values()))
+        if batch.done:
+            accepted = await self.frontier.complete([c for c, _ in batch.done])
+            for completion, rt in batch.done:
+                if completion.lease.id not in accepted:
+                    rt.forget(completion.discovered)
+                    metrics.FENCED.inc()
+                self._held.pop(completion.lease.id, None)
+        if batch.failed:
+            accepted = await self.frontier.fail(batch.failed)
+            metrics.FENCED.inc(len(batch.failed) - len(accepted))
+            for failure in batch.failed:
+                self._held.pop(failure.lease.id, None)
+        self._slot_free.set()  # the store freed domain slots: worth leasing again now
+
+    async def _heartbeat_loop(self) -> None:
+        ttl = self.settings.lease_ttl
+        while True:
+            await asyncio.sleep(ttl / 3)
+            refs = [LeaseRef(lease.id, lease.token) for lease in self._held.values()]
+            if not refs:
+                continue
+            held = await self.frontier.heartbeat(refs, ttl)
+            lost = {r.id for r in refs} - held
+            if lost:
+                metrics.FENCED.inc(len(lost))
+                log.warning("%d leases were lost (expired and taken over)", len(lost))
+
+
+def describe(lease: Lease) -> str:
+    return f"{lease.method} {mask_credentials(lease.url)} (attempt {lease.attempts})"
+
+
+def _safe_name(text: str) -> str:
+    """A file-name-safe version of ``text`` (job names and worker ids are user input)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

@@ -1,0 +1,147 @@
+"""The embedded crawl end to end: real shop, real worker processes, real SQLite, real WARC."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from tests.integration.helpers import (
+    children,
+    demo_shop,
+    read_jsonl,
+    run,
+    shop_stats,
+    start,
+    wait_for,
+    write_spider,
+)
+from warcio.archiveiterator import ArchiveIterator
+
+from crawlfleet.demo.catalog import Catalog
+
+pytestmark = pytest.mark.slow
+
+
+def warc_records(directory: Path) -> Counter[str]:
+    kinds: Counter[str] = Counter()
+    files = sorted(directory.glob("*.warc.gz"))
+    assert files, f"no closed WARC files in {directory}"
+    assert not list(directory.glob("*.open")), "a WARC file was left open"
+    for path in files:
+        with path.open("rb") as fh:
+            for record in ArchiveIterator(fh):
+                kinds[record.rec_type] += 1
+                if record.rec_type == "response":
+                    kinds[f"uri:{record.rec_headers.get_header('WARC-Target-URI')}"] += 1
+    return kinds
+
+
+def test_demo_shop__two_workers__every_record_once_quarantine_robots_dedup_warc(
+    tmp_path: Path,
+) -> None:
+    catalog = Catalog(2000)
+    with demo_shop("--products", "2000") as base:
+        spider = write_spider(tmp_path / "shop.py", base)
+        result = run(["crawl", str(spider), "--workers", "2", "-o", "records.jsonl"], tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        stats = shop_stats(base)
+
+    records = read_jsonl(tmp_path / "records.jsonl")
+    expected = {r["sku"]: r for r in catalog.expected_records()}
+    got = {r["sku"]: r for r in records}
+    assert len(records) == len(got), "a record appears twice"
+    assert got == expected
+
+    db = sqlite3.connect(tmp_path / ".crawlfleet" / "queue.db")
+    quarantined = db.execute("SELECT data, errors FROM quarantine").fetchall()
+    db.close()
+    q_skus = sorted(json.loads(d)["sku"] for d, _ in quarantined)
+    assert q_skus == sorted(catalog.invalid_skus())
+    assert all(json.loads(e) for _, e in quarantined), "a quarantined record has no reason"
+
+    paths = stats["paths"]
+    assert not [p for p in paths if p.startswith("/cart")], "robots-disallowed URLs fetched"
+    pages = stats["pages"]
+    over = {p: n for p, n in pages.items() if n > 1 and p != "/robots.txt"}
+    assert not over, f"pages fetched more than once: {list(over.items())[:5]}"
+
+    kinds = warc_records(tmp_path / ".crawlfleet" / "warc")
+    fetched = stats["requests"] - paths.get("/robots.txt", 0)
+    assert kinds["response"] == fetched
+    assert kinds["request"] == fetched
+    assert all(n == 1 for k, n in kinds.items() if k.startswith("uri:"))
+
+
+def test_kill_9_of_one_worker__crawl_finishes_with_every_record_once(tmp_path: Path) -> None:
+    catalog = Catalog(1500)
+    (tmp_path / "crawlfleet.toml").write_text("[worker]\nlease_ttl = 4\nfetch_timeout = 3\n")
+    with demo_shop("--products", "1500", "--slow", "0.05", "--slow-delay", "0.2") as base:
+        spider = write_spider(tmp_path / "shop.py", base)
+        proc = start(["crawl", str(spider), "--workers", "2", "-o", "records.jsonl"], tmp_path)
+        wait_for(lambda: len(children(proc.pid)) == 2, 30, "two workers")
+        db_path = tmp_path / ".crawlfleet" / "queue.db"
+
+        def some_done() -> bool:
+            try:
+                with sqlite3.connect(db_path) as db:
+                    return (
+                        db.execute("SELECT count(*) FROM requests WHERE state='done'").fetchone()[0]
+                        > 300
+                    )
+            except sqlite3.Error:
+                return False
+
+        wait_for(some_done, 60, "the crawl to get going")
+        victim = children(proc.pid)[0]
+        os.kill(victim, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+
+    records = read_jsonl(tmp_path / "records.jsonl")
+    skus = [r["sku"] for r in records]
+    assert len(skus) == len(set(skus))
+    assert set(skus) == {r["sku"] for r in catalog.expected_records()}
+    with sqlite3.connect(tmp_path / ".crawlfleet" / "queue.db") as db:
+        rescued = db.execute(
+            "SELECT count(*) FROM attempts WHERE outcome='lease_expired'"
+        ).fetchone()[0]
+        unfinished = db.execute(
+            "SELECT count(*) FROM requests WHERE state IN ('queued','leased')"
+        ).fetchone()[0]
+    assert rescued >= 1, "the killed worker held leases that should have been rescued"
+    assert unfinished == 0
+
+
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (lambda d, base: ["crawl", str(d / "missing.py")], "does not exist"),
+        (lambda d, base: ["crawl", str(d / "empty.py")], "no Spider subclass"),
+        (lambda d, base: ["crawl", str(d / "unreachable.py")], "cannot reach start URL"),
+        (
+            lambda d, base: ["crawl", str(d / "shop.py"), "-o", "/proc/nope/records.jsonl"],
+            "cannot write",
+        ),
+        (lambda d, base: ["export", "--format", "xml", "-o", "x.xml"], "Invalid value"),
+    ],
+)
+def test_bad_input__one_line_error_and_nonzero_exit(
+    tmp_path: Path, make_args, message: str
+) -> None:
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    (tmp_path / "unreachable.py").write_text(
+        "from crawlfleet import Spider\n\nclass S(Spider):\n    name = 's'\n"
+        "    start_urls = ['http://127.0.0.1:1/']\n"
+    )
+    write_spider(tmp_path / "shop.py", "http://127.0.0.1:1")
+    result = run(make_args(tmp_path, None), tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) <= 3, result.stderr
