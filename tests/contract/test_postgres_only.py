@@ -168,6 +168,21 @@ async def test_complete__by_a_fresh_worker_enqueues_links_with_the_job_defaults(
         assert sum(x.domain == "d0.test" for x in leased) == 3, "the job's in-flight default"
 
 
+async def test_lease__passes_over_exhausted_domains_to_the_work_behind_them(
+    pg: PostgresFrontier,
+) -> None:
+    await pg.submit_job(JobSpec("j", "s.py", default_limits=DomainLimits(1, 0.0)))
+    await pg.enqueue("j", req_urls(150, domains=150))
+    late = [canonicalize(f"http://late.test/{i}") for i in range(3)]
+    await pg.enqueue("j", [NewRequest(u, fingerprint(u), "late.test") for u in late])
+    first = await pg.lease("A", 500, TTL)
+    assert len(first) == 151
+    await pg.complete([Completion(x.ref, 200) for x in first])
+    # every domain was just served; the 150 exhausted ones sort before late.test
+    (again,) = await pg.lease("B", 5, TTL)
+    assert again.domain == "late.test"
+
+
 async def test_open__unreachable_server_is_a_store_error_without_the_password() -> None:
     store = PostgresFrontier("postgresql://crawler:hunter2@127.0.0.1:1/nowhere")
     with pytest.raises(StoreError) as info:

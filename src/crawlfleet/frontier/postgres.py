@@ -280,10 +280,25 @@ class PostgresFrontier:
         async def tx(conn: Conn) -> list[Lease]:
             now = self.clock()
             await self._rescue(conn, now)
-            rows = await conn.fetch(
-                Q["lease"], now, now + PACING_HORIZON, DOMAINS_PER_LEASE, limit, worker, ttl, wanted
-            )
-            return [self._lease_from_row(r) for r in rows]
+            leases: list[Lease] = []
+            visited: list[str] = []
+            while len(leases) < limit and len(visited) < DOMAINS_PER_LEASE:
+                rows = await conn.fetch(
+                    Q["lease"],
+                    now,
+                    now + PACING_HORIZON,
+                    DOMAINS_PER_LEASE - len(visited),
+                    limit - len(leases),
+                    worker,
+                    ttl,
+                    wanted,
+                    visited,
+                )
+                leases.extend(self._lease_from_row(r) for r in rows if r[0] is not None)
+                if all(r[0] is not None for r in rows):
+                    break  # the batch is full, or no domain was passed over empty
+                visited.extend({r[3] for r in rows})
+            return leases
 
         return await self._run(tx)
 

@@ -226,7 +226,9 @@ SELECT domain, count(*)::int FROM rescued GROUP BY domain;
 --   (and pacing slots inside the horizon), FOR UPDATE SKIP LOCKED so concurrent leasers never
 --   share a row. slot numbers the domain's requests: it starts at start + slot * delay. A domain
 --   without ready work yields one row with a NULL id: it is still marked served, so it moves to
---   the back of the line instead of being looked at first by every lease.
+--   the back of the line instead of being looked at first by every lease. Those rows count
+--   against LIMIT $4; the caller runs the statement again, skipping the domains visited ($8),
+--   while they leave the batch short.
 -- taken: the fencing token moves on at every lease; a holder whose lease was taken over is
 --   refused by complete/fail/heartbeat.
 -- served: the domains' in-flight counts and next pacing slot, on the rows locked in cand.
@@ -238,6 +240,7 @@ WITH active AS (
            greatest(d.next_at, $1) AS start, d.last_lease_at
     FROM domains d
     WHERE d.in_flight < d.max_in_flight AND d.blocked_until <= $1 AND d.next_at <= $2
+      AND d.domain <> ALL ($8::text[])
     ORDER BY d.last_lease_at, d.domain
     LIMIT $3
     FOR UPDATE OF d SKIP LOCKED
@@ -280,10 +283,14 @@ WITH active AS (
           FROM pick GROUP BY domain, start, delay) s
     WHERE d.domain = s.domain
 )
-SELECT t.id, j.name, t.url, t.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
-       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.lease_expires_at, t.start_at
-FROM taken t JOIN jobs j ON j.id = t.job_id
-ORDER BY t.last_lease_at, t.domain, t.slot;
+-- one row per pick row: the leases, and a row with a NULL id per domain found without ready work
+-- (the caller leases again, past the domains already visited, when those left the batch short)
+SELECT t.id, j.name, t.url, p.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
+       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.lease_expires_at, p.start_at
+FROM pick p
+LEFT JOIN taken t ON t.id = p.id
+LEFT JOIN jobs j ON j.id = t.job_id
+ORDER BY p.last_lease_at, p.domain, p.slot;
 
 -- name: release_domains
 -- Give back in-flight slots. The domain rows are locked in domain order first: two transactions
