@@ -1,0 +1,143 @@
+"""Run a throwaway nginx serving a directory on a free loopback port.
+
+    base_url, stop = start_nginx(Path("benchmarks/out/site-5000"), access_log=Path("access.log"))
+    ...
+    stop()
+
+Everything nginx writes (config, pid, error log, temp dirs) lives in its own temp directory; it
+runs in the foreground (``daemon off``) as our child, so it cannot outlive a crashed benchmark by
+much and needs no system paths. The access log, when asked for, is one line per request:
+``<epoch seconds.millis> <status> <bytes> <uri>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+CONFIG = """\
+{user}worker_processes 1;
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    types {{ text/html html; text/plain txt; }}
+    default_type text/html;
+    charset utf-8;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 65;
+    keepalive_requests 1000000;
+    log_format bench '$msec $status $body_bytes_sent $request_uri';
+    {access_log}
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        index index.html;
+        location / {{ try_files $uri $uri.html $uri/ =404; }}
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_nginx(
+    root: Path, *, access_log: Path | None = None, timeout: float = 10.0
+) -> tuple[str, Callable[[], None]]:
+    """Start nginx serving ``root``; returns its base URL and a function that stops it.
+
+    Raises ``RuntimeError`` (with nginx's error log) if it does not come up in ``timeout`` s.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix="bench-nginx-"))
+    last_error = ""
+    for _ in range(3):  # the free port may be taken between probing and nginx binding it
+        port = free_port()
+        conf = tmp / "nginx.conf"
+        conf.write_text(_config(root.resolve(), tmp, port, access_log))
+        proc = subprocess.Popen(
+            [NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if _wait_listening(proc, port, timeout):
+            return f"http://127.0.0.1:{port}", _stopper(proc, tmp)
+        last_error = _reap(proc) + _read(tmp / "error.log")
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise RuntimeError(f"nginx did not start: {last_error.strip()[-2000:]}")
+
+
+def _config(root: Path, tmp: Path, port: int, access_log: Path | None) -> str:
+    # A root master would switch its workers to "nobody", who may not read the site directory.
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    log = (
+        f"access_log {access_log.resolve()} bench buffer=256k;" if access_log else "access_log off;"
+    )
+    return CONFIG.format(user=user, tmp=tmp, port=port, root=root, access_log=log)
+
+
+def _wait_listening(proc: subprocess.Popen[str], port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+def _stopper(proc: subprocess.Popen[str], tmp: Path) -> Callable[[], None]:
+    def stop() -> None:
+        """Stop nginx (flushing its access log) and remove its temp directory."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGQUIT)  # graceful shutdown: flushes the buffered access log
+            with contextlib.suppress(subprocess.TimeoutExpired):  # then _reap kills it
+                proc.wait(timeout=10)
+        _reap(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    return stop
+
+
+def _reap(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err or ""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,285 @@
+"""The demo shop over real sockets: every fault switch, the admin endpoints, the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+import pytest
+from parsel import Selector
+from w3lib.url import canonicalize_url, url_query_cleaner
+
+from crawlfleet.demo.catalog import Catalog
+from crawlfleet.demo.server import Faults, start_demo_server
+from crawlfleet.demo.spider import LINK_CSS, Product, extract_product
+
+CATALOG = Catalog(n_products=240)
+SKU = "CF-000003"
+
+
+class Shop:
+    """A running in-process shop and a client session for it."""
+
+    def __init__(self, base: str, session: aiohttp.ClientSession) -> None:
+        self.base = base
+        self.session = session
+
+    async def get(self, path: str) -> tuple[int, str, dict[str, str]]:
+        async with self.session.get(self.base + path) as resp:
+            return resp.status, await resp.text(), dict(resp.headers)
+
+    async def post(self, path: str, json: object = None) -> tuple[int, object]:
+        async with self.session.post(self.base + path, json=json) as resp:
+            body = await resp.json() if resp.status == 200 else await resp.text()
+            return resp.status, body
+
+    async def stats(self) -> dict[str, object]:
+        async with self.session.get(self.base + "/__admin/stats") as resp:
+            data: dict[str, object] = await resp.json()
+            return data
+
+
+async def _start(faults: Faults) -> AsyncIterator[Shop]:
+    base, runner = await start_demo_server(CATALOG, faults)
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield Shop(base, session)
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def shop(request: pytest.FixtureRequest) -> AsyncIterator[Shop]:
+    faults = getattr(request, "param", Faults())
+    async for s in _start(faults):
+        yield s
+
+
+def with_faults(**switches: object) -> pytest.MarkDecorator:
+    return pytest.mark.parametrize("shop", [Faults(**switches)], indirect=True)  # type: ignore[arg-type]
+
+
+async def test_pages_and_404s(shop: Shop) -> None:
+    status, _, headers = await shop.get("/")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/html")
+    assert (await shop.get(f"/product/{SKU}"))[0] == 200
+    assert (await shop.get("/category/kitchen?sort=price&page=1"))[0] == 200
+    assert (await shop.get("/product/CF-999999"))[0] == 404
+    assert (await shop.get("/category/kitchen?page=99"))[0] == 404
+    assert (await shop.get("/category/kitchen?page=x"))[0] == 404
+    assert (await shop.get("/calendar/2024/01"))[0] == 404  # no trap unless switched on
+    status, robots, _ = await shop.get("/robots.txt")
+    assert status == 200
+    assert "Disallow: /cart/" in robots
+
+
+async def test_stats_count_requests_and_canonical_pages(shop: Shop) -> None:
+    for path in (f"/product/{SKU}", f"/product/{SKU}?sid=abc123", f"/product/{SKU};jsessionid=X"):
+        await shop.get(path)
+    await shop.get("/category/kitchen?sort=name&page=1")
+    stats = await shop.stats()
+    assert stats["requests"] == 4
+    assert stats["pages"] == {f"/product/{SKU}": 3, "/category/kitchen?page=1&sort=name": 1}
+    assert stats["clients"] == {"127.0.0.1": 4}
+    assert stats["statuses"] == {"200": 4}
+    assert sum(stats["per_second"]["127.0.0.1"].values()) == 4  # type: ignore[index]
+    await shop.post("/__admin/reset-stats")
+    assert (await shop.stats())["requests"] == 0
+
+
+@with_faults(transient_503=1.0)
+async def test_transient_503_then_ok(shop: Shop) -> None:
+    status, _, headers = await shop.get(f"/product/{SKU}")
+    assert status == 503
+    assert headers["Retry-After"] == "1"
+    assert (await shop.get(f"/product/{SKU}?sid=other"))[0] == 200  # same page, second request
+    assert (await shop.stats())["faults"] == {"transient_503": 1}
+
+
+async def test_transient_503_hits_the_chosen_fraction() -> None:
+    async for shop in _start(Faults(transient_503=0.25)):
+        statuses = [(await shop.get(p.path))[0] for p in CATALOG.products[:80]]
+        assert 8 <= statuses.count(503) <= 32
+        again = [(await shop.get(p.path))[0] for p in CATALOG.products[:80]]
+        assert again == [200] * 80
+
+
+@with_faults(cut=1.0)
+async def test_cut_connection_raises_then_ok(shop: Shop) -> None:
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await shop.get(f"/product/{SKU}")
+    status, html, _ = await shop.get(f"/product/{SKU}")
+    assert status == 200
+    assert html.endswith("</html>")
+
+
+@with_faults(captcha=1.0)
+async def test_captcha_page_then_real_page(shop: Shop) -> None:
+    status, html, _ = await shop.get(f"/product/{SKU}")
+    assert status == 200
+    assert "captcha" in html.lower()
+    assert 'class="product"' not in html
+    assert 'class="product"' in (await shop.get(f"/product/{SKU}"))[1]
+
+
+@with_faults(slow=1.0, slow_delay=0.3)
+async def test_slow_pages(shop: Shop) -> None:
+    started = time.monotonic()
+    assert (await shop.get(f"/product/{SKU}"))[0] == 200
+    assert time.monotonic() - started >= 0.3
+
+
+@with_faults(rate_limit=5)
+async def test_rate_limit_answers_429_with_retry_after(shop: Shop) -> None:
+    results = [await shop.get("/") for _ in range(20)]
+    limited = [headers for status, _, headers in results if status == 429]
+    assert len(limited) >= 10  # at most two one-second windows of 5 can pass
+    assert all(h["Retry-After"] == "1" for h in limited)
+    stats = await shop.stats()
+    assert stats["statuses"]["200"] <= 10  # type: ignore[index]
+    assert stats["max_per_second"]["127.0.0.1"] >= 6  # type: ignore[index]
+    assert stats["faults"]["rate_limited"] == len(limited)  # type: ignore[index]
+
+
+@with_faults(always_500=[f"/product/{SKU}"])
+async def test_always_500_until_fixed(shop: Shop) -> None:
+    assert [(await shop.get(f"/product/{SKU}"))[0] for _ in range(3)] == [500, 500, 500]
+    assert (await shop.get("/product/CF-000004"))[0] == 200
+    assert (await shop.post("/__admin/fix"))[0] == 200
+    assert (await shop.get(f"/product/{SKU}"))[0] == 200
+
+
+@with_faults(robots_503=True)
+async def test_robots_503_until_ok(shop: Shop) -> None:
+    assert (await shop.get("/robots.txt"))[0] == 503
+    assert (await shop.post("/__admin/robots-ok"))[0] == 200
+    status, robots, _ = await shop.get("/robots.txt")
+    assert status == 200
+    assert "Disallow: /cart/" in robots
+
+
+@with_faults(trap=True)
+async def test_trap_is_endless(shop: Shop) -> None:
+    _, html, _ = await shop.get("/")
+    path = Selector(text=html).css("nav.events a::attr(href)").get()
+    seen = set()
+    for _ in range(30):
+        assert path is not None
+        status, html, _ = await shop.get(path)
+        assert status == 200
+        seen.add(path)
+        path = Selector(text=html).css("a.next::attr(href)").get()
+    assert len(seen) == 30
+    assert "/calendar/2026/06" in seen
+
+
+async def test_faults_switch_at_runtime(shop: Shop) -> None:
+    assert (await shop.get("/calendar/2024/01"))[0] == 404
+    status, switches = await shop.post("/__admin/faults", {"trap": True, "transient_503": 1.0})
+    assert status == 200
+    assert isinstance(switches, dict)
+    assert switches["trap"] is True
+    assert (await shop.get("/calendar/2024/01"))[0] == 200
+    assert 'href="/calendar/2024/01"' in (await shop.get("/"))[1]
+    assert (await shop.get(f"/product/{SKU}"))[0] == 503
+    assert (await shop.post("/__admin/faults", {"nonsense": 1}))[0] == 400
+
+
+def _canonical(url: str) -> str:
+    url = url.split("#", 1)[0]
+    parts = urlsplit(url)
+    url = parts._replace(path=parts.path.split(";", 1)[0]).geturl()
+    return canonicalize_url(url_query_cleaner(url, ["sid"], remove=True))
+
+
+async def test_link_rules_reach_every_product_once(shop: Shop) -> None:
+    """A breadth-first crawl with the demo spider's link CSS and extraction finds the whole
+    shop; duplicate spellings collapse; robots-disallowed links are the only ones left out."""
+    start = shop.base + "/"
+    queue, seen, records, skipped = [start], {start}, [], set()
+    while queue:
+        batch, queue = queue[:32], queue[32:]
+        pages = await asyncio.gather(*(shop.get(urlsplit(u).path + _qs(u)) for u in batch))
+        for url, (status, html, _) in zip(batch, pages, strict=True):
+            assert status == 200, url
+            page = Selector(text=html)
+            if (record := extract_product(page)) is not None:
+                records.append(record)
+            for href in page.css(LINK_CSS).css("::attr(href)").getall():
+                link = _canonical(urljoin(url, href))
+                if urlsplit(link).path.startswith(("/cart/", "/account/")):
+                    skipped.add(link)
+                elif link not in seen:
+                    seen.add(link)
+                    queue.append(link)
+    valid = [r for r in records if _valid(r)]
+    assert sorted(valid, key=lambda r: r["sku"]) == CATALOG.expected_records()
+    assert sorted(r["sku"] for r in records if not _valid(r)) == CATALOG.invalid_skus()
+    assert skipped
+    stats = await shop.stats()
+    assert max(stats["pages"].values()) == 1  # type: ignore[attr-defined]
+
+
+def _qs(url: str) -> str:
+    query = urlsplit(url).query
+    return "?" + query if query else ""
+
+
+def _valid(record: dict[str, object]) -> bool:
+    try:
+        Product.model_validate(record)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.fixture
+def server_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "crawlfleet.demo.server",
+            "--port",
+            "0",
+            "--products",
+            "100",
+            "--transient-503",
+            "1.0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line.startswith("listening on http://127.0.0.1:")
+        yield proc, line.removeprefix("listening on ")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+async def test_server_process_serves_and_stops_on_sigterm(
+    server_process: tuple[subprocess.Popen[str], str],
+) -> None:
+    proc, base = server_process
+    async with aiohttp.ClientSession() as session:
+        async with session.get(base + "/product/CF-000001") as resp:
+            assert resp.status == 503
+        async with session.get(base + "/product/CF-000001") as resp:
+            assert resp.status == 200
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+    assert proc.stdout is not None
+    assert proc.stdout.read() == ""  # exactly one line was printed
