@@ -82,6 +82,7 @@ def start_nginx(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # its own process group: a forced stop takes the workers too
         )
         if _wait_listening(proc, port, timeout):
             return f"http://127.0.0.1:{port}", _stopper(proc, tmp)
@@ -126,13 +127,12 @@ def _stopper(proc: subprocess.Popen[str], tmp: Path) -> Callable[[], None]:
 
 
 def _reap(proc: subprocess.Popen[str]) -> str:
+    """Kill nginx if it still runs (master and workers: SIGKILL to the master alone would orphan
+    the workers) and return what it wrote to stderr."""
     if proc.poll() is None:
-        proc.kill()
-    try:
-        _, err = proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=10)
     return err or ""
 
 
