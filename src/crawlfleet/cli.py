@@ -231,7 +231,15 @@ def worker(
     from crawlfleet.runner import settings_from_env
 
     settings = settings_from_env(_settings(ctx, queue=queue, concurrency=concurrency))
-    run_async(_worker)(settings, list(jobs) or None, exit_when_finished, worker_id)
+    profile = os.environ.get("CRAWLFLEET_PROFILE")  # a directory: write a cProfile per worker
+    if not profile:
+        run_async(_worker)(settings, list(jobs) or None, exit_when_finished, worker_id)
+        return
+    import cProfile
+
+    with cProfile.Profile() as prof:
+        run_async(_worker)(settings, list(jobs) or None, exit_when_finished, worker_id)
+    prof.dump_stats(Path(profile) / f"worker-{os.getpid()}.prof")
 
 
 async def _worker(

@@ -302,6 +302,8 @@ def _link_requests(
     raws: list[LexborNode | str], callback: Callback | None, kwargs: dict[str, Any]
 ) -> Iterator[Request]:
     """Requests straight from lexbor results: the hottest path, so no Selector objects."""
+    base: str = kwargs.get("base") or ""
+    plain = bool(base) and len(kwargs) == 1
     for raw in raws:
         if isinstance(raw, str):
             href = raw.strip(_HTML_SPACE)
@@ -310,7 +312,9 @@ def _link_requests(
         else:
             continue  # not a link element: skipped, as Scrapy's follow_all does
         if href:
-            yield Request(href, callback, **kwargs)
+            yield (
+                Request.link(href, callback, base) if plain else Request(href, callback, **kwargs)
+            )
 
 
 def _hrefs_of(items: Iterable[str | Selector]) -> Iterator[str | None]:

@@ -110,8 +110,6 @@ class WorkerPool:
             "--job",
             self.job,
             "--exit-when-finished",
-            "--worker-id",
-            f"{self.job}-w{index}-{os.getpid()}-{self.restarts}",
         ]
         env = dict(os.environ, **{SETTINGS_ENV: self.settings_json})
         return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)

@@ -75,6 +75,23 @@ class Request:
         self.body = body
         self.max_attempts = max_attempts
 
+    @classmethod
+    def link(cls, href: str, callback: Callback | None, base: str) -> Request:
+        """``Request(href, callback, base=base)`` with every other field at its default, built
+        without argument parsing: pages yield hundreds of these."""
+        self = cls.__new__(cls)
+        self._href = href
+        self._base = base
+        self._url = None
+        self.callback = callback
+        self.priority = 0
+        self.meta = {}
+        self.fetcher = None
+        self.method = "GET"
+        self.body = None
+        self.max_attempts = None
+        return self
+
     @property
     def url(self) -> str:
         if self._url is None:

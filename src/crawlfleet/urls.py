@@ -300,15 +300,24 @@ class LinkCanonicalizer:
         Returns None for links that are not http(s) (``mailto:``, ``javascript:``, ...) and for
         links that do not parse. Agrees with :func:`canonicalize` on the joined URL.
         """
-        key: object
+        return self.resolve_key(self.key(href, base), href, base)
+
+    def key(self, href: str, base: str) -> object:
+        """A cheap identity of the link ``href`` on ``base``: equal keys resolve equally.
+
+        Callers may keep their own sets of keys (e.g. links already handled) to skip
+        :meth:`resolve` altogether on the links every page of a site repeats.
+        """
         if href.startswith(("http://", "https://")):
-            key = href
-        elif href[:1] == "/" and href[1:2] not in _NOT_ROOT_RELATIVE:
+            return href
+        if href[:1] == "/" and href[1:2] not in _NOT_ROOT_RELATIVE:
             # "/x" keeps the base's scheme, userinfo, host and port: prefix + href *is* the link.
             prefix = self._prefix if base == self._base else self._set_base(base)
-            key = (base, href) if prefix is None else prefix + href
-        else:
-            key = (base, href)
+            return (base, href) if prefix is None else prefix + href
+        return (base, href)
+
+    def resolve_key(self, key: object, href: str, base: str) -> _Result | None:
+        """:meth:`resolve` for a ``key`` already computed by :meth:`key`."""
         cache = self._cache
         hit = cache.get(key, _MISS)
         if hit is not _MISS:

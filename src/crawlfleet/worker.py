@@ -93,6 +93,7 @@ class Worker:
         self.grace = grace
         self._loaded: dict[str, _Job] = {}
         self._unloadable: dict[str, str] = {}
+        self._loading: dict[str, asyncio.Future[_Job | None]] = {}
         self._held: dict[int, Lease] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending = _Pending()
@@ -204,6 +205,14 @@ class Worker:
             return self._loaded[name]
         if name in self._unloadable:
             return None
+        # many leases of a new job arrive at once: load it once, the others wait for that
+        loading = self._loading.get(name)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load_job(name))
+            self._loading[name] = loading
+        return await asyncio.shield(loading)
+
+    async def _load_job(self, name: str) -> _Job | None:
         job = await self.frontier.get_job(name)
         try:
             if job is None:

@@ -58,6 +58,8 @@ def test_demo_shop__two_workers__every_record_once_quarantine_robots_dedup_warc(
     assert got == expected
 
     db = sqlite3.connect(tmp_path / ".crawlfleet" / "queue.db")
+    dead = db.execute("SELECT url, dead_reason FROM requests WHERE state = 'dead'").fetchall()
+    assert all(reason == "robots" for _, reason in dead), dead[:5]
     quarantined = db.execute("SELECT data, errors FROM quarantine").fetchall()
     db.close()
     q_skus = sorted(json.loads(d)["sku"] for d, _ in quarantined)
@@ -66,6 +68,7 @@ def test_demo_shop__two_workers__every_record_once_quarantine_robots_dedup_warc(
 
     paths = stats["paths"]
     assert not [p for p in paths if p.startswith("/cart")], "robots-disallowed URLs fetched"
+    assert paths["/robots.txt"] <= 2, "robots.txt is fetched once per worker process"
     pages = stats["pages"]
     over = {p: n for p, n in pages.items() if n > 1 and p != "/robots.txt"}
     assert not over, f"pages fetched more than once: {list(over.items())[:5]}"
@@ -86,18 +89,24 @@ def test_kill_9_of_one_worker__crawl_finishes_with_every_record_once(tmp_path: P
         wait_for(lambda: len(children(proc.pid)) == 2, 30, "two workers")
         db_path = tmp_path / ".crawlfleet" / "queue.db"
 
-        def some_done() -> bool:
+        def busy_worker() -> int | None:
+            # a worker holding leases right now (worker ids end with the process id)
             try:
                 with sqlite3.connect(db_path) as db:
-                    return (
-                        db.execute("SELECT count(*) FROM requests WHERE state='done'").fetchone()[0]
-                        > 300
-                    )
+                    done = db.execute("SELECT count(*) FROM requests WHERE state='done'")
+                    if done.fetchone()[0] < 300:
+                        return None
+                    row = db.execute(
+                        "SELECT lease_owner, count(*) FROM requests WHERE state='leased' "
+                        "GROUP BY lease_owner ORDER BY 2 DESC LIMIT 1"
+                    ).fetchone()
             except sqlite3.Error:
-                return False
+                return None
+            return int(row[0].rsplit("-", 1)[1]) if row and row[1] >= 5 else None
 
-        wait_for(some_done, 60, "the crawl to get going")
-        victim = children(proc.pid)[0]
+        wait_for(lambda: busy_worker() is not None, 60, "a worker holding leases")
+        victim = busy_worker()
+        assert victim in children(proc.pid)
         os.kill(victim, signal.SIGKILL)
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]

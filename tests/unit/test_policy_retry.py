@@ -58,7 +58,9 @@ def test_backoff(attempt: int, rand: float, expected: float) -> None:
 def test_backoff_grows_and_stays_under_cap(attempt: int, rand: float, base: float) -> None:
     delay = backoff(attempt, base=base, cap=600.0, rand=rand)
     assert 0 < delay <= 600.0
-    assert delay <= backoff(attempt + 1, base=base, cap=600.0, rand=0.999999) + 1e-9
+    # never above this attempt's ceiling, which grows with the attempts until the cap
+    assert delay <= min(600.0, base * 2.0**attempt) + 1e-9
+    assert backoff(attempt + 1, base=base, cap=600.0, rand=rand) >= delay - 1e-9
 
 
 def _decide(outcome: Outcome, attempts: int = 1, **kw: Any) -> RetryDecision:
