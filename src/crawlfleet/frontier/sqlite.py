@@ -46,6 +46,8 @@ PACING_HORIZON = 2.0
 #: most domains looked at per lease call; the rest get their turn at the next call
 DOMAINS_PER_LEASE = 256
 SCHEMA_VERSION = 1
+#: seconds between passive WAL checkpoints of one process (see _maybe_checkpoint)
+CHECKPOINT_EVERY = 1.0
 
 
 def _dumps(value: Any) -> str:
@@ -60,6 +62,7 @@ class SQLiteFrontier:
         self.clock = clock
         self._db: sqlite3.Connection | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawlfleet-sqlite")
+        self._last_checkpoint = time.monotonic()
         self._job_ids: dict[str, int] = {}
         self._job_defaults: dict[int, tuple[DomainLimits, dict[str, DomainLimits], int]] = {}
 
@@ -86,9 +89,19 @@ class SQLiteFrontier:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+            self._maybe_checkpoint(db)
             return result
 
         return tx
+
+    def _maybe_checkpoint(self, db: sqlite3.Connection) -> None:
+        # Automatic checkpoints run inside COMMIT and were half its cost; instead each process
+        # copies the WAL back into the database at most once per CHECKPOINT_EVERY seconds,
+        # PASSIVE so that it never waits for (or blocks) the other writers.
+        now = time.monotonic()
+        if now - self._last_checkpoint >= CHECKPOINT_EVERY:
+            self._last_checkpoint = now
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     async def open(self) -> None:
         def connect(_: Any) -> sqlite3.Connection:
@@ -97,6 +110,7 @@ class SQLiteFrontier:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA busy_timeout=60000")
+            db.execute("PRAGMA wal_autocheckpoint=0")
             db.execute("PRAGMA temp_store=MEMORY")
             db.execute("PRAGMA cache_size=-65536")
             db.executescript(Q["schema"])
@@ -233,20 +247,20 @@ class SQLiteFrontier:
     async def lease(
         self, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None = None
     ) -> list[Lease]:
-        active = await self._active_jobs(jobs)
-        if not active or limit <= 0:
+        if limit <= 0:
             return []
-        names = {job_id: name for name, job_id in active.items()}
-        return await self._run(self._write(lambda db: self._lease(db, worker, limit, ttl, names)))
-
-    async def _active_jobs(self, jobs: Sequence[str] | None) -> dict[str, int]:
-        all_jobs = await self.list_jobs()
         wanted = set(jobs) if jobs is not None else None
-        return {
-            j.name: j.id
-            for j in all_jobs
-            if j.state == JobState.RUNNING and (wanted is None or j.name in wanted)
-        }
+
+        def tx(db: sqlite3.Connection) -> list[Lease]:
+            # the running jobs are read inside the lease transaction: one trip to the thread
+            names = {}
+            for row in db.execute(Q["list_jobs"]):
+                job = self._job_from_row(row)
+                if job.state == JobState.RUNNING and (wanted is None or job.name in wanted):
+                    names[job.id] = job.name
+            return self._lease(db, worker, limit, ttl, names) if names else []
+
+        return await self._run(self._write(tx))
 
     def _lease(
         self, db: sqlite3.Connection, worker: str, limit: int, ttl: float, names: dict[int, str]
@@ -267,16 +281,45 @@ class SQLiteFrontier:
             if delay > 0:
                 # hand out the pacing slots that fall inside the horizon, one start every `delay`
                 want = min(want, int((now + PACING_HORIZON - start) / delay) + 1)
-            ids = db.execute(Q["lease_pick"], (domain, now, job_ids, want)).fetchall()
-            if not ids:
+                taken = self._lease_paced(db, worker, ttl, names, domain, start, delay, want)
+            else:
+                args = {
+                    "worker": worker,
+                    "expires": now + ttl,
+                    "domain": domain,
+                    "now": now,
+                    "jobs": job_ids,
+                    "limit": want,
+                }
+                rows = db.execute(Q["lease_batch"], args).fetchall()
+                rows.sort(key=lambda r: (-r[4], r[0]))  # RETURNING order is not the pick order
+                taken = [self._lease_from_row(r, names, now + ttl, now) for r in rows]
+            if not taken:
                 db.execute(Q["domain_touched"], (now, domain))
                 continue
-            for i, (rid,) in enumerate(ids):
-                start_at = start + i * delay
-                row = db.execute(Q["lease_take"], (worker, start_at + ttl, rid)).fetchone()
-                leases.append(self._lease_from_row(row, names, start_at + ttl, start_at))
-            db.execute(Q["domain_leased"], (len(ids), start + len(ids) * delay, now, domain))
+            leases.extend(taken)
+            db.execute(Q["domain_leased"], (len(taken), start + len(taken) * delay, now, domain))
         return leases
+
+    def _lease_paced(
+        self,
+        db: sqlite3.Connection,
+        worker: str,
+        ttl: float,
+        names: dict[int, str],
+        domain: str,
+        start: float,
+        delay: float,
+        want: int,
+    ) -> list[Lease]:
+        job_ids = _dumps(list(names))
+        ids = db.execute(Q["lease_pick"], (domain, self.clock(), job_ids, want)).fetchall()
+        taken = []
+        for i, (rid,) in enumerate(ids):
+            start_at = start + i * delay
+            row = db.execute(Q["lease_take"], (worker, start_at + ttl, rid)).fetchone()
+            taken.append(self._lease_from_row(row, names, start_at + ttl, start_at))
+        return taken
 
     @staticmethod
     def _lease_from_row(
@@ -362,12 +405,16 @@ class SQLiteFrontier:
         quarantined: list[tuple[Any, ...]] = []
         contents: list[tuple[Any, ...]] = []
         discovered: dict[int, list[NewRequest]] = {}
+        ids = _dumps([c.lease.id for c in items])
+        held = {rid: (tok, job_id, dom) for rid, tok, job_id, dom in db.execute(Q["held"], (ids,))}
+        done = []
         for c in items:
-            row = db.execute(Q["complete"], (c.status, now, c.lease.id, c.lease.token)).fetchone()
-            if row is None:
+            h = held.get(c.lease.id)
+            if h is None or h[0] != c.lease.token or c.lease.id in accepted:
                 continue  # fenced: the lease was lost, nothing this holder sent is written
-            job_id, domain, _url = row
+            _, job_id, domain = h
             accepted.add(c.lease.id)
+            done.append((c.status, now, c.lease.id))
             freed[domain] += 1
             records.extend(
                 (
@@ -398,6 +445,7 @@ class SQLiteFrontier:
                 contents.append((job_id, c.content_hash, c.lease.id))
             if c.discovered:
                 discovered.setdefault(job_id, []).extend(c.discovered)
+        db.executemany(Q["complete"], done)
         db.executemany(Q["upsert_record"], records)
         db.executemany(Q["insert_quarantine"], quarantined)
         db.executemany(Q["insert_content"], contents)

@@ -31,6 +31,9 @@ CREATE TABLE IF NOT EXISTS domains (
     last_lease_at REAL NOT NULL DEFAULT 0
 );
 
+-- lease walks domains oldest-served first: an index instead of a sort of every domain row
+CREATE INDEX IF NOT EXISTS domains_served ON domains (last_lease_at);
+
 CREATE TABLE IF NOT EXISTS requests (
     id               INTEGER PRIMARY KEY,
     job_id           INTEGER NOT NULL,
@@ -171,8 +174,28 @@ WHERE domain = ? AND state = 'queued' AND ready_at <= ? AND job_id IN (SELECT va
 ORDER BY priority DESC, id
 LIMIT ?;
 
+-- name: lease_batch
+-- One statement for a domain without pacing delay (every lease starts now, so they share an
+-- expiry). The fencing token moves on at every lease: a holder whose lease was taken over is
+-- refused.
+UPDATE requests SET
+    state = 'leased',
+    attempts = attempts + 1,
+    lease_token = lease_token + 1,
+    lease_owner = :worker,
+    lease_expires_at = :expires
+WHERE id IN (
+    SELECT id FROM requests INDEXED BY requests_ready
+    WHERE domain = :domain AND state = 'queued' AND ready_at <= :now
+      AND job_id IN (SELECT value FROM json_each(:jobs))
+    ORDER BY priority DESC, id
+    LIMIT :limit
+)
+RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body, fetcher,
+          attempts, max_attempts, lease_token;
+
 -- name: lease_take
--- the fencing token moves on at every lease: a holder whose lease was taken over is refused
+-- a paced domain: each lease has its own start slot and expiry
 UPDATE requests SET
     state = 'leased',
     attempts = attempts + 1,
@@ -197,10 +220,15 @@ UPDATE requests SET lease_expires_at = max(lease_expires_at, ?)
 WHERE id = ? AND lease_token = ? AND state = 'leased'
 RETURNING id;
 
+-- name: held
+-- which of these leases are still held (the caller compares tokens): inside the same write
+-- transaction, so nothing can change between this read and the update below
+SELECT id, lease_token, job_id, domain FROM requests
+WHERE state = 'leased' AND id IN (SELECT value FROM json_each(?));
+
 -- name: complete
 UPDATE requests SET state = 'done', status = ?, finished_at = ?, lease_owner = NULL
-WHERE id = ? AND lease_token = ? AND state = 'leased'
-RETURNING job_id, domain, url;
+WHERE id = ?;
 
 -- name: fail
 UPDATE requests SET
