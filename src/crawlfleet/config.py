@@ -5,7 +5,9 @@
     queue = "sqlite:///.crawlfleet/queue.db"      # or postgresql://user:pass@host/db
 
     [store]
-    raw = ".crawlfleet/warc"                       # WARC directory
+    raw = ".crawlfleet/warc"                       # WARC directory, or s3://bucket/prefix
+    s3_endpoint = "http://127.0.0.1:9000"          # S3-compatible server (default: AWS)
+    raw_spool = ".crawlfleet/spool"                # local WARC files waiting for upload to S3
     warc_max_size = 1073741824
     warc_gzip_level = 1
 
@@ -26,8 +28,10 @@
     concurrency = 4
     rate = 2.0                # requests per second
 
-Environment: ``CRAWLFLEET_QUEUE``, ``CRAWLFLEET_RAW``, ``CRAWLFLEET_CONCURRENCY``,
-``CRAWLFLEET_LEASE_TTL``, ``CRAWLFLEET_FETCH_TIMEOUT``.
+Environment: ``CRAWLFLEET_QUEUE``, ``CRAWLFLEET_RAW``, ``CRAWLFLEET_S3_ENDPOINT``,
+``CRAWLFLEET_RAW_SPOOL``, ``CRAWLFLEET_CONCURRENCY``, ``CRAWLFLEET_LEASE_TTL``,
+``CRAWLFLEET_FETCH_TIMEOUT``. S3 credentials come from the usual ``AWS_*`` variables (or any other
+source boto3 reads); they are not settings and never printed.
 """
 
 from __future__ import annotations
@@ -39,17 +43,21 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from crawlfleet.data.rawstore import check_raw_url
 from crawlfleet.errors import ConfigError
 from crawlfleet.frontier.base import DomainLimits
 
 DEFAULT_QUEUE = "sqlite:///.crawlfleet/queue.db"
 DEFAULT_RAW = ".crawlfleet/warc"
+DEFAULT_SPOOL = ".crawlfleet/spool"
 
 
 @dataclass(frozen=True)
 class Settings:
     queue: str = DEFAULT_QUEUE
     raw: str = DEFAULT_RAW
+    s3_endpoint: str = ""
+    raw_spool: str = DEFAULT_SPOOL
     warc_max_size: int = 1 << 30
     warc_gzip_level: int = 1
     concurrency: int = 64
@@ -73,6 +81,7 @@ class Settings:
             )
         if self.concurrency < 1 or self.lease_batch < 1:
             raise ConfigError("concurrency and lease_batch must be at least 1")
+        check_raw_url(self.raw)
         return self
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
@@ -99,7 +108,7 @@ def _coerce(key: str, value: Any, current: Any) -> Any:
 
 
 _SECTIONS = {
-    "store": {"raw", "warc_max_size", "warc_gzip_level"},
+    "store": {"raw", "s3_endpoint", "raw_spool", "warc_max_size", "warc_gzip_level"},
     "worker": {
         "concurrency",
         "lease_ttl",
@@ -115,6 +124,8 @@ _SECTIONS = {
 _ENV = {
     "CRAWLFLEET_QUEUE": "queue",
     "CRAWLFLEET_RAW": "raw",
+    "CRAWLFLEET_S3_ENDPOINT": "s3_endpoint",
+    "CRAWLFLEET_RAW_SPOOL": "raw_spool",
     "CRAWLFLEET_CONCURRENCY": "concurrency",
     "CRAWLFLEET_LEASE_TTL": "lease_ttl",
     "CRAWLFLEET_FETCH_TIMEOUT": "fetch_timeout",

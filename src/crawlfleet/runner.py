@@ -23,8 +23,9 @@ from urllib.parse import urlsplit
 from crawlfleet.config import Settings
 from crawlfleet.errors import UsageError
 from crawlfleet.extract import JobRuntime
-from crawlfleet.frontier.base import DomainLimits, Frontier, Job, JobSpec, JobStats
+from crawlfleet.frontier.base import DomainLimits, Frontier, Job, JobSpec, JobState, JobStats
 from crawlfleet.spider import Spider
+from crawlfleet.spiders import SPIDER_NAME
 
 SETTINGS_ENV = "CRAWLFLEET_SETTINGS_JSON"
 
@@ -40,7 +41,7 @@ def job_spec(
     return JobSpec(
         name=name,
         spider=spider_ref,
-        settings=dict(overrides or {}),
+        settings={**(overrides or {}), SPIDER_NAME: spider_cls.name},
         default_limits=DomainLimits(
             max_in_flight=spider_cls.domain_concurrency,
             min_delay=1.0 / rate if rate else 0.0,
@@ -60,6 +61,19 @@ async def submit(frontier: Frontier, spec: JobSpec, spider_cls: type[Spider]) ->
     if not seeds:
         raise UsageError(f"spider {spider_cls.__name__} has no start_urls")
     return job, await frontier.enqueue(job.name, seeds)
+
+
+def is_finished(stats: JobStats) -> bool:
+    """Whether a job needs no more work anywhere in the fleet.
+
+    A running or paused job is finished when none of its requests is queued (ready or waiting
+    for a retry) or leased. A cancelled job is finished once none is leased: its queued requests
+    stay in the store (counted by ``status``, runnable again after ``jobs resume``) but no worker
+    leases them.
+    """
+    if stats.state is JobState.CANCELLED:
+        return stats.leased == 0
+    return stats.finished
 
 
 async def check_reachable(urls: list[str], timeout: float = 5.0) -> None:
@@ -160,9 +174,10 @@ async def run_workers(
             await asyncio.sleep(poll)
             stats = await frontier.stats(pool.job)
             on_progress(stats, time.monotonic() - started)
-            if not pool.check(stats.finished):
+            finished = is_finished(stats)
+            if not pool.check(finished):
                 continue
-            if stats.finished:
+            if finished:
                 return stats
             raise UsageError(
                 f"all workers stopped but job {pool.job} is not finished "

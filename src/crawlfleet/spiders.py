@@ -1,4 +1,5 @@
-"""Finding spiders: load a Spider class from a file path or ``package.module:Class``."""
+"""Finding spiders: load a Spider class from a file path or ``package.module:Class``, or find one
+by its ``name`` in a directory of spider files or a package of spider modules (``--spiders``)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import pkgutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from crawlfleet.errors import SpiderLoadError
+from crawlfleet.frontier.base import Job
 from crawlfleet.spider import Spider
 
 
@@ -19,14 +22,7 @@ def load_spider(ref: str, *, name: str | None = None) -> type[Spider]:
     """Load a Spider class from ``path/to/spider.py[:Class]`` or ``package.module:Class``."""
     target, _, cls_name = ref.partition(":") if not _is_windows_path(ref) else (ref, "", "")
     module = _load_module(target)
-    candidates = [
-        obj
-        for obj in vars(module).values()
-        if inspect.isclass(obj)
-        and issubclass(obj, Spider)
-        and obj is not Spider
-        and obj.__module__ == module.__name__
-    ]
+    candidates = _spiders_of(module)
     if cls_name:
         candidates = [c for c in candidates if c.__name__ == cls_name]
     if name:
@@ -41,6 +37,64 @@ def load_spider(ref: str, *, name: str | None = None) -> type[Spider]:
     if not spider.name:
         raise SpiderLoadError(f"{target}: spider {spider.__name__} has no name")
     return spider
+
+
+def find_spider(name: str, where: str) -> type[Spider]:
+    """The spider whose ``name`` attribute is ``name``, in ``where``: a directory (every ``*.py``
+    file in it) or an importable module or package (the module, or every module of the package).
+
+    Raises :class:`SpiderLoadError` ("no spider named 'x' in DIR") when none or several match;
+    files that fail to import are skipped and named in that error.
+    """
+    found: dict[type[Spider], None] = {}
+    broken: list[str] = []
+    for module in _modules_in(where, broken):
+        for obj in _spiders_of(module):
+            if obj.name == name:
+                found[obj] = None
+    if len(found) == 1:
+        return next(iter(found))
+    if found:
+        names = ", ".join(sorted(f"{c.__module__}.{c.__name__}" for c in found))
+        raise SpiderLoadError(f"several spiders named {name!r} in {where}: {names}")
+    extra = f" (could not import: {'; '.join(broken)})" if broken else ""
+    raise SpiderLoadError(f"no spider named {name!r} in {where}{extra}")
+
+
+def _spiders_of(module: Any) -> list[type[Spider]]:
+    return [
+        obj
+        for obj in vars(module).values()
+        if inspect.isclass(obj)
+        and issubclass(obj, Spider)
+        and obj is not Spider
+        and obj.__module__ == module.__name__
+    ]
+
+
+def _modules_in(where: str, broken: list[str]) -> list[Any]:
+    directory = Path(where)
+    if directory.is_dir():
+        modules = []
+        for path in sorted(directory.glob("*.py")):
+            try:
+                modules.append(_load_file(path.resolve()))
+            except SpiderLoadError as exc:
+                broken.append(str(exc))
+        return modules
+    if "/" in where or where.endswith(".py"):
+        raise SpiderLoadError(f"spider directory {where} does not exist")
+    try:
+        top = importlib.import_module(where)
+    except ImportError as exc:
+        raise SpiderLoadError(f"cannot import spider module {where}: {exc}") from None
+    modules = [top]
+    for info in pkgutil.walk_packages(getattr(top, "__path__", []), prefix=where + "."):
+        try:
+            modules.append(importlib.import_module(info.name))
+        except Exception as exc:  # one broken module must not hide the others' spiders
+            broken.append(f"{info.name}: {type(exc).__name__}: {exc}".splitlines()[0])
+    return modules
 
 
 def _is_windows_path(ref: str) -> bool:
@@ -84,6 +138,25 @@ def spider_ref(ref: str) -> str:
     if target.endswith(".py") or Path(target).is_file():
         return str(Path(target).resolve()) + (sep + cls_name if cls_name else "")
     return ref
+
+
+#: the key, in a job's stored settings, of its spider's ``name`` (how ``--spiders`` finds it)
+SPIDER_NAME = "spider_name"
+
+
+def load_job_spider(job: Job, spiders: str | None) -> type[Spider]:
+    """A job's spider, with its stored overrides applied.
+
+    With ``spiders`` (a worker's ``--spiders``), the spider is found there by its name (stored at
+    submit time; the job's name for jobs that predate it): the stored reference is a path on the
+    submitting machine. Without it, the stored reference is loaded as it is.
+    """
+    name = job.settings.get(SPIDER_NAME)
+    if spiders:
+        spider_cls = find_spider(str(name or job.name), spiders)
+    else:
+        spider_cls = load_spider(job.spider, name=name)
+    return configure(spider_cls, job.settings)
 
 
 def configure(spider_cls: type[Spider], settings: Mapping[str, Any]) -> type[Spider]:

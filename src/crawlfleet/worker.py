@@ -22,12 +22,12 @@ import time
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from crawlfleet import metrics
 from crawlfleet.config import Settings
+from crawlfleet.data.rawstore import RawStore, open_raw_store
 from crawlfleet.data.warc import WarcRef, WarcWriter
-from crawlfleet.errors import FetchError, SpiderLoadError
+from crawlfleet.errors import CrawlfleetError, FetchError, SpiderLoadError
 from crawlfleet.extract import JobRuntime, ParseError
 from crawlfleet.fetch.http import FetchResult, FetchSettings, HttpFetcher
 from crawlfleet.fetch.robots import RobotsCache
@@ -36,19 +36,22 @@ from crawlfleet.frontier.base import (
     DeadReason,
     Failure,
     Frontier,
+    JobState,
     Lease,
     LeaseRef,
 )
 from crawlfleet.policy.classify import Outcome, classify_response, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
 from crawlfleet.response import Response
-from crawlfleet.spiders import configure, load_spider
+from crawlfleet.spiders import load_job_spider
 from crawlfleet.urls import mask_credentials
 
 log = logging.getLogger("crawlfleet.worker")
 
 #: seconds before a request whose host's robots.txt was unreachable is tried again
 ROBOTS_RECHECK = 60.0
+#: seconds a worker that skips unloadable jobs reuses its list of job names
+JOB_LIST_TTL = 1.0
 
 
 def default_worker_id() -> str:
@@ -61,6 +64,7 @@ class _Job:
     fetcher: HttpFetcher
     robots: RobotsCache | None
     warc: WarcWriter
+    raw: RawStore
 
 
 @dataclass
@@ -73,7 +77,12 @@ class _Pending:
 
 
 class Worker:
-    """Run leases of the named jobs (or of every running job) until stopped or finished."""
+    """Run leases of the named jobs (or of every running job) until stopped or finished.
+
+    ``spiders`` (a directory of spider files or a package of spider modules) is where this
+    worker looks for a job's spider, by name; without it, the path stored with the job is used.
+    A job whose spider cannot be loaded is reported once and never leased again by this worker.
+    """
 
     def __init__(
         self,
@@ -84,6 +93,7 @@ class Worker:
         jobs: Sequence[str] | None = None,
         exit_when_finished: bool = False,
         grace: float = 10.0,
+        spiders: str | None = None,
     ) -> None:
         self.frontier = frontier
         self.settings = settings.check()
@@ -91,6 +101,9 @@ class Worker:
         self.jobs = list(jobs) if jobs is not None else None
         self.exit_when_finished = exit_when_finished
         self.grace = grace
+        self.spiders = spiders
+        self._raw: dict[str, RawStore] = {}
+        self._job_names: tuple[float, list[str]] = (-JOB_LIST_TTL, [])
         self._loaded: dict[str, _Job] = {}
         self._unloadable: dict[str, str] = {}
         self._loading: dict[str, asyncio.Future[_Job | None]] = {}
@@ -121,6 +134,7 @@ class Worker:
         self.stop()
 
     async def run(self) -> None:
+        await self._raw_store(self.settings)  # a raw store that cannot work fails the start
         reporter = asyncio.create_task(self._report_loop(), name="reporter")
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         try:
@@ -134,6 +148,7 @@ class Worker:
                     await task
             await self._flush()
             await self._close_jobs()
+            await self._close_raw()
 
     async def _lease_loop(self) -> None:
         idle = 0.01
@@ -143,11 +158,16 @@ class Worker:
                 self._slot_free.clear()
                 await self._wait(self._slot_free, 0.5)
                 continue
-            leases = await self.frontier.lease(
-                self.worker_id,
-                min(free, self.settings.lease_batch),
-                self.settings.lease_ttl,
-                jobs=await self._lease_jobs(),
+            jobs = await self._lease_jobs()
+            leases = (
+                await self.frontier.lease(
+                    self.worker_id,
+                    min(free, self.settings.lease_batch),
+                    self.settings.lease_ttl,
+                    jobs=jobs,
+                )
+                if jobs is None or jobs
+                else []
             )
             metrics.LEASED.inc(len(leases))
             for lease in leases:
@@ -171,15 +191,25 @@ class Worker:
             ev.cancel()
 
     async def _lease_jobs(self) -> list[str] | None:
+        """The jobs to lease from: ``None`` (all) until a job turns out unloadable here."""
         if not self._unloadable:
             return self.jobs
-        names = self.jobs or [j.name for j in await self.frontier.list_jobs()]
+        names = self.jobs
+        if names is None:
+            read_at, names = self._job_names
+            if time.monotonic() - read_at >= JOB_LIST_TTL:  # pick up newly submitted jobs
+                names = [j.name for j in await self.frontier.list_jobs()]
+                self._job_names = (time.monotonic(), names)
         return [n for n in names if n not in self._unloadable]
 
     async def _all_finished(self) -> bool:
-        names = self.jobs or [j.name for j in await self.frontier.list_jobs()]
-        for name in names:
-            if not await self.frontier.is_finished(name):
+        """No work left here: every job this worker could run is finished or cancelled."""
+        for job in await self.frontier.list_jobs():
+            if self.jobs is not None and job.name not in self.jobs:
+                continue
+            if job.name in self._unloadable or job.state is JobState.CANCELLED:
+                continue
+            if not await self.frontier.is_finished(job.name):
                 return False
         return True
 
@@ -217,12 +247,12 @@ class Worker:
         try:
             if job is None:
                 raise SpiderLoadError(f"job {name!r} disappeared")
-            spider_cls = configure(load_spider(job.spider), job.settings)
-        except SpiderLoadError as exc:
+            spider_cls = await asyncio.to_thread(load_job_spider, job, self.spiders)
+            self._loaded[name] = await self._open_job(JobRuntime(job, spider_cls))
+        except CrawlfleetError as exc:
             self._unloadable[name] = str(exc)
             log.error("cannot run job %s here: %s", name, exc)
             return None
-        self._loaded[name] = await self._open_job(JobRuntime(job, spider_cls))
         return self._loaded[name]
 
     async def _open_job(self, runtime: JobRuntime) -> _Job:
@@ -243,19 +273,34 @@ class Worker:
         fetcher = HttpFetcher(fetch_settings)
         await fetcher.__aenter__()
         robots = RobotsCache(fetcher, user_agent=s.user_agent) if spider.obey_robots else None
-        warc = WarcWriter(
-            Path(s.raw),
-            prefix=_safe_name(f"{runtime.job.name}-{self.worker_id}"),
+        raw = await self._raw_store(s)
+        warc = raw.writer(
+            _safe_name(f"{runtime.job.name}-{self.worker_id}"),
             max_size=s.warc_max_size,
             gzip_level=s.warc_gzip_level,
         )
-        return _Job(runtime, fetcher, robots, warc)
+        return _Job(runtime, fetcher, robots, warc, raw)
+
+    async def _raw_store(self, s: Settings) -> RawStore:
+        """The raw store ``s`` names, opened once per worker (spiders may name their own)."""
+        store = self._raw.get(s.raw)
+        if store is None:
+            store = open_raw_store(s.raw, s3_endpoint=s.s3_endpoint, spool=s.raw_spool)
+            await asyncio.to_thread(store.open)
+            self._raw[s.raw] = store
+        return store
 
     async def _close_jobs(self) -> None:
         for job in self._loaded.values():
             await job.fetcher.__aexit__(None, None, None)
             await asyncio.to_thread(job.warc.close)
         self._loaded.clear()
+
+    async def _close_raw(self) -> None:
+        """After the writers closed: uploads what is left (object stores) and stops."""
+        stores, self._raw = list(self._raw.values()), {}
+        for store in stores:
+            await asyncio.to_thread(store.close)
 
     # -- one request ----------------------------------------------------------------------------
 
@@ -365,7 +410,7 @@ class Worker:
                 callback=lease.callback,
                 depth=lease.depth,
                 fetched_at=fetched_at,
-                warc=(ref.file, ref.record_id),
+                warc=(job.raw.locate(ref.file), ref.record_id),
             )
         except ParseError as exc:
             self._fail(

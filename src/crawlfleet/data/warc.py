@@ -14,7 +14,7 @@ Files are ``{prefix}-{YYYYmmddHHMMSS}-{seq:05d}.warc.gz.open`` while written, re
 
 Why not ``warcio.WARCWriter``: it gzips at level 9 in the calling thread, about 2 ms per 45 KB page,
 more than fetching and parsing it. Here the caller only builds header text (tens of µs); digests,
-compression (zlib level 1) and file writes run in one background thread, and both hashlib and zlib
+compression (gzip level 1, ISA-L when installed) and file writes run in one background thread, and both hashlib and zlib
 release the GIL, so that work overlaps with the event loop on a second core. The output is plain
 WARC/1.1, one gzip member per record, which warcio (and every other WARC reader) reads back.
 """
@@ -33,9 +33,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 from crawlfleet.urls import mask_credentials
+
+_isal_zlib: Any
+try:
+    from isal import isal_zlib as _isal_zlib
+except ImportError:  # pragma: no cover - isal has wheels for the usual platforms
+    _isal_zlib = None
 
 __all__ = ["SECRET_HEADERS", "WarcRef", "WarcWriter", "recover"]
 
@@ -215,11 +221,19 @@ def _frame(record: _Record, level: int) -> bytes:
             b"Content-Length: %d\r\n\r\n" % length,
         )
     )
-    gz = zlib.compressobj(level, zlib.DEFLATED, 31)
+    gz = _compressor(level)
     parts = [gz.compress(head), gz.compress(record.block_head), gz.compress(record.payload)]
     parts.append(gz.compress(b"\r\n\r\n"))
     parts.append(gz.flush())
     return b"".join(parts)
+
+
+def _compressor(level: int) -> Any:
+    """A gzip-member compressor (wbits 31). Levels 1-3 use ISA-L's deflate where installed:
+    standard gzip, about four times faster than zlib's level 1 and no larger."""
+    if _isal_zlib is not None and 1 <= level <= 3:
+        return _isal_zlib.compressobj(level, _isal_zlib.DEFLATED, 31)
+    return zlib.compressobj(level, zlib.DEFLATED, 31)
 
 
 def _warcinfo(filename: str, record_id: str) -> _Record:

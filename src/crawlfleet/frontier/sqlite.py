@@ -48,6 +48,10 @@ DOMAINS_PER_LEASE = 256
 SCHEMA_VERSION = 1
 #: seconds between passive WAL checkpoints of one process (see _maybe_checkpoint)
 CHECKPOINT_EVERY = 1.0
+#: seconds a writer waits for the write lock before giving up
+BUSY_TIMEOUT = 60.0
+#: a worker that leased within this many seconds shares the domains' in-flight slots
+ACTIVE_WINDOW = 5.0
 
 
 def _dumps(value: Any) -> str:
@@ -82,7 +86,7 @@ class SQLiteFrontier:
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
         def tx(db: sqlite3.Connection) -> T:
-            db.execute("BEGIN IMMEDIATE")
+            self._begin_immediate(db)
             try:
                 result = fn(db)
             except BaseException:
@@ -93,6 +97,27 @@ class SQLiteFrontier:
             return result
 
         return tx
+
+    @staticmethod
+    def _begin_immediate(db: sqlite3.Connection) -> None:
+        # SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries: with two
+        # processes trading the write lock every few milliseconds that backoff, not the work,
+        # would set the pace. Poll every fraction of a millisecond instead.
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        pause = 0.0002
+        while True:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise StoreError(
+                        f"the queue store stayed locked for {BUSY_TIMEOUT:g}s"
+                    ) from exc
+                time.sleep(pause)
+                pause = min(pause * 1.5, 0.005)
 
     def _maybe_checkpoint(self, db: sqlite3.Connection) -> None:
         # Automatic checkpoints run inside COMMIT and were half its cost; instead each process
@@ -109,7 +134,8 @@ class SQLiteFrontier:
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA busy_timeout=60000")
+            # reads in WAL mode never wait; writers wait in _begin_immediate
+            db.execute("PRAGMA busy_timeout=0")
             db.execute("PRAGMA wal_autocheckpoint=0")
             db.execute("PRAGMA temp_store=MEMORY")
             db.execute("PRAGMA cache_size=-65536")
@@ -272,9 +298,15 @@ class SQLiteFrontier:
             Q["lease_domains"],
             {"now": now, "horizon": now + PACING_HORIZON, "limit": DOMAINS_PER_LEASE},
         ).fetchall()
+        db.execute(Q["worker_seen"], {"worker": worker, "now": now})
+        sharers = db.execute(Q["active_workers"], (now - ACTIVE_WINDOW,)).fetchone()[0]
+        mine = dict(db.execute(Q["my_leases"], (worker,)).fetchall()) if sharers > 1 else {}
         leases: list[Lease] = []
-        for domain, free, delay, next_at in candidates:
-            want = min(free, limit - len(leases))
+        for domain, free, delay, next_at, max_in_flight in candidates:
+            share = -(-max_in_flight // max(1, sharers)) - mine.get(domain, 0)
+            want = min(free, share, limit - len(leases))
+            if share <= 0:
+                continue
             if want <= 0:
                 break
             start = max(next_at, now)

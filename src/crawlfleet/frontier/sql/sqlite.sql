@@ -70,6 +70,18 @@ CREATE INDEX IF NOT EXISTS requests_leased
     ON requests (lease_expires_at) WHERE state = 'leased';
 CREATE INDEX IF NOT EXISTS requests_job_state ON requests (job_id, state);
 
+-- a worker's own live leases, per domain (for its fair share of a domain's slots)
+CREATE INDEX IF NOT EXISTS requests_owner
+    ON requests (lease_owner, domain) WHERE state = 'leased';
+
+-- workers seen leasing lately: a domain's in-flight slots are shared among them, so a worker
+-- that grabbed every slot first cannot keep the others idle
+CREATE TABLE IF NOT EXISTS workers (
+    id         TEXT PRIMARY KEY,
+    started_at REAL NOT NULL,
+    last_seen  REAL NOT NULL
+);
+
 -- failed attempts only (successes are the common case and need no history row)
 CREATE TABLE IF NOT EXISTS attempts (
     request_id INTEGER NOT NULL,
@@ -162,7 +174,7 @@ RETURNING id, domain, attempts;
 -- name: lease_domains
 -- Candidate domains: a free in-flight slot, not backed off, a pacing slot within the horizon.
 -- Oldest-served first, so a domain with a million URLs cannot starve ten small ones.
-SELECT domain, max_in_flight - in_flight, delay, next_at
+SELECT domain, max_in_flight - in_flight, delay, next_at, max_in_flight
 FROM domains
 WHERE in_flight < max_in_flight AND blocked_until <= :now AND next_at <= :horizon
 ORDER BY last_lease_at
@@ -205,6 +217,18 @@ UPDATE requests SET
 WHERE id = ? AND state = 'queued'
 RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body, fetcher,
           attempts, max_attempts, lease_token;
+
+-- name: worker_seen
+INSERT INTO workers (id, started_at, last_seen) VALUES (:worker, :now, :now)
+ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen;
+
+-- name: active_workers
+SELECT count(*) FROM workers WHERE last_seen >= ?;
+
+-- name: my_leases
+SELECT domain, count(*) FROM requests INDEXED BY requests_owner
+WHERE lease_owner = ? AND state = 'leased'
+GROUP BY domain;
 
 -- name: domain_leased
 UPDATE domains SET in_flight = in_flight + ?, next_at = ?, last_lease_at = ? WHERE domain = ?;
