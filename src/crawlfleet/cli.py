@@ -21,7 +21,7 @@ import click
 
 from crawlfleet.config import Settings, load_settings
 from crawlfleet.errors import CrawlfleetError, UsageError
-from crawlfleet.frontier.base import DeadReason, Frontier
+from crawlfleet.frontier.base import DeadReason, Frontier, JobState
 from crawlfleet.urls import mask_credentials
 
 T = TypeVar("T")
@@ -114,6 +114,13 @@ def main(config: str | None, verbose: int) -> None:
       crawlfleet demo                          crawl the bundled demo shop end to end
       crawlfleet crawl spider.py --workers 2 -o records.jsonl
       crawlfleet export --format csv -o records.csv
+
+    \b
+    A fleet (one PostgreSQL, workers on any number of machines):
+      crawlfleet db upgrade --queue postgresql://db/crawl
+      crawlfleet submit spider.py --queue postgresql://db/crawl
+      crawlfleet worker --queue postgresql://db/crawl --spiders ./spiders   (on every machine)
+      crawlfleet status --queue postgresql://db/crawl
     """
     level = logging.WARNING - 10 * verbose
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -210,9 +217,14 @@ async def _crawl(
     "--kind",
     default="http",
     show_default=True,
-    help="Fetchers this worker offers: http, browser, or http,browser.",
+    help="Fetchers this worker offers (only http is implemented for now).",
 )
-@click.option("--spiders", metavar="DIR_OR_MODULE", help="Where spiders of submitted jobs live.")
+@click.option(
+    "--spiders",
+    metavar="DIR_OR_MODULE",
+    help="Find each job's spider by name here: a directory (its *.py files) or a package "
+    "(its modules). Default: the spider file path stored at submit time.",
+)
 @click.option("--concurrency", type=int, help="Requests in flight in this worker.")
 @click.option("--exit-when-finished", is_flag=True, help="Exit once the jobs have no work left.")
 @click.option("--worker-id", help="Name in leases and logs (default host-pid).")
@@ -227,23 +239,34 @@ def worker(
     exit_when_finished: bool,
     worker_id: str | None,
 ) -> None:
-    """Join the fleet: lease work for every running job whose spider this worker can load."""
+    """Join the fleet: lease work for every running job whose spider this worker can load.
+
+    Run one per CPU core on as many machines as the targets and routes allow, all pointed at
+    the same --queue. A job whose spider cannot be loaded here is reported once and left to
+    other workers; paused and cancelled jobs are not leased. Stop with SIGTERM or Ctrl-C: no
+    new leases, in-flight work finishes, the rest is given back.
+    """
     from crawlfleet.runner import settings_from_env
 
     settings = settings_from_env(_settings(ctx, queue=queue, concurrency=concurrency))
+    args = (settings, list(jobs) or None, exit_when_finished, worker_id, spiders)
     profile = os.environ.get("CRAWLFLEET_PROFILE")  # a directory: write a cProfile per worker
     if not profile:
-        run_async(_worker)(settings, list(jobs) or None, exit_when_finished, worker_id)
+        run_async(_worker)(*args)
         return
     import cProfile
 
     with cProfile.Profile() as prof:
-        run_async(_worker)(settings, list(jobs) or None, exit_when_finished, worker_id)
+        run_async(_worker)(*args)
     prof.dump_stats(Path(profile) / f"worker-{os.getpid()}.prof")
 
 
 async def _worker(
-    settings: Settings, jobs: list[str] | None, exit_when_finished: bool, worker_id: str | None
+    settings: Settings,
+    jobs: list[str] | None,
+    exit_when_finished: bool,
+    worker_id: str | None,
+    spiders: str | None = None,
 ) -> None:
     from crawlfleet.worker import Worker
 
@@ -256,6 +279,7 @@ async def _worker(
             worker_id=worker_id,
             jobs=jobs,
             exit_when_finished=exit_when_finished,
+            spiders=spiders,
         )
         w.install_signal_handlers()
         await w.run()
@@ -269,7 +293,12 @@ async def _worker(
 @click.option("--job", help="Job name (default: the spider's name).")
 @click.pass_context
 def submit(ctx: click.Context, spider: str, queue: str | None, job: str | None) -> None:
-    """Register a crawl job and its seeds in the shared frontier."""
+    """Register a crawl job and its seeds in the shared frontier (then start workers).
+
+    The job stores SPIDER.py's absolute path and the spider's name: workers on this machine load
+    the file, workers elsewhere find the spider by name with --spiders. Submitting again updates
+    the job's spider and settings and adds any new seeds; its state is kept.
+    """
     settings = _settings(ctx, queue=queue)
 
     async def go() -> None:
@@ -427,11 +456,21 @@ def export(
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def status(ctx: click.Context, queue: str | None, job: str | None, as_json: bool) -> None:
-    """Each job's state, backlog and results, and whether it is finished."""
+    """Each job's state, backlog and results, and whether it is finished fleet-wide.
+
+    \b
+    The first word is the job's state and progress:
+      running       workers lease its requests
+      finished      nothing queued, waiting for a retry or leased, anywhere in the fleet
+      paused        no new leases; in-flight requests finish (jobs resume NAME)
+      cancelled     no new leases; queued requests stay in the store (jobs resume NAME)
+    """
     settings = _settings(ctx, queue=queue)
 
     async def go() -> None:
         from dataclasses import asdict
+
+        from crawlfleet.runner import is_finished
 
         frontier = _open(settings)
         await frontier.open()
@@ -441,12 +480,12 @@ def status(ctx: click.Context, queue: str | None, job: str | None, as_json: bool
         finally:
             await frontier.close()
         if as_json:
-            click.echo(json.dumps([dict(asdict(s), finished=s.finished) for s in stats]))
+            click.echo(json.dumps([dict(asdict(s), finished=is_finished(s)) for s in stats]))
             return
         if not stats:
             click.echo("no jobs")
         for s in stats:
-            state = "finished" if s.finished else s.state.value
+            state = _progress_word(s.state, is_finished(s))
             click.echo(
                 f"{s.job}: {state} · queued {s.queued} (+{s.waiting} waiting to retry, oldest "
                 f"{s.oldest_queued_age:.0f}s) · leased {s.leased} · done {s.done} · dead {s.dead}"
@@ -454,6 +493,136 @@ def status(ctx: click.Context, queue: str | None, job: str | None, as_json: bool
             )
 
     run_async(go)()
+
+
+def _progress_word(state: JobState, finished: bool) -> str:
+    """One word (or two) for ``status``: what workers do with the job, and if it is done."""
+    if state is JobState.RUNNING:
+        return "finished" if finished else "running"
+    if state is JobState.PAUSED:
+        return "paused (finished)" if finished else "paused"
+    return "cancelled" if finished else "cancelled (leases in flight)"
+
+
+# -- schema and jobs ------------------------------------------------------------------------------
+
+
+@main.group()
+def db() -> None:
+    """The queue store's schema."""
+
+
+@db.command("upgrade")
+@queue_option
+@click.pass_context
+def db_upgrade(ctx: click.Context, queue: str | None) -> None:
+    """Create the queue store's tables, or migrate them to this version (safe to repeat).
+
+    PostgreSQL: pending migrations run under an advisory lock, so workers starting at the same
+    time migrate once. SQLite: the schema is created when the file is opened.
+    """
+    settings = _settings(ctx, queue=queue)
+
+    async def go() -> None:
+        from crawlfleet.frontier.postgres import PostgresFrontier
+        from crawlfleet.frontier.sqlite import SCHEMA_VERSION
+
+        frontier = _open(settings)
+        await frontier.open()  # creates (SQLite) or migrates (PostgreSQL) the schema
+        try:
+            if isinstance(frontier, PostgresFrontier):
+                version = await frontier.upgrade()
+            else:
+                version = SCHEMA_VERSION
+        finally:
+            await frontier.close()
+        click.echo(f"{mask_credentials(settings.queue)}: schema version {version}")
+
+    run_async(go)()
+
+
+@main.group(invoke_without_command=True)
+@queue_option
+@click.pass_context
+def jobs(ctx: click.Context, queue: str | None) -> None:
+    """List the jobs (without a subcommand), or pause, resume or cancel one.
+
+    \b
+    pause   workers lease nothing more of the job; leases in flight finish normally
+    resume  the job is leased again (from paused or cancelled)
+    cancel  like pause, and the job counts as finished once nothing is in flight; its queued
+            requests, records and dead letters stay in the store (status, export, dead)
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["jobs_queue"] = queue
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(jobs_list, queue=queue)
+
+
+@jobs.command("list")
+@queue_option
+@click.pass_context
+def jobs_list(ctx: click.Context, queue: str | None) -> None:
+    """Each job: name, state, spider and when it was submitted."""
+    settings = _settings(ctx, queue=queue or (ctx.obj or {}).get("jobs_queue"))
+
+    async def go() -> None:
+        frontier = _open(settings)
+        await frontier.open()
+        try:
+            found = await frontier.list_jobs()
+        finally:
+            await frontier.close()
+        if not found:
+            click.echo("no jobs")
+        for j in found:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.created_at))
+            click.echo(f"{j.name}\t{j.state.value}\t{j.spider}\t{when}")
+
+    run_async(go)()
+
+
+def _job_state_command(verb: str, state: JobState, doc: str) -> None:
+    @jobs.command(verb, help=doc)
+    @click.argument("name")
+    @queue_option
+    @click.pass_context
+    def command(ctx: click.Context, name: str, queue: str | None) -> None:
+        settings = _settings(ctx, queue=queue or (ctx.obj or {}).get("jobs_queue"))
+
+        async def go() -> None:
+            frontier = _open(settings)
+            await frontier.open()
+            try:
+                job = await frontier.get_job(name)
+                if job is None:
+                    raise UsageError(f"no job named {name!r}")
+                if job.state is not state:
+                    await frontier.set_job_state(name, state)
+            finally:
+                await frontier.close()
+            was = "" if job.state is state else f" (was {job.state.value})"
+            click.echo(f"job {name}: {state.value}{was}")
+
+        run_async(go)()
+
+
+_job_state_command(
+    "pause",
+    JobState.PAUSED,
+    "Stop leasing NAME's requests; leases in flight finish. Undo with resume.",
+)
+_job_state_command(
+    "resume",
+    JobState.RUNNING,
+    "Lease NAME's requests again (a paused or a cancelled job).",
+)
+_job_state_command(
+    "cancel",
+    JobState.CANCELLED,
+    "Stop NAME for good: nothing more is leased and it counts as finished once nothing is in "
+    "flight. Queued requests, records and dead letters stay in the store; resume undoes it.",
+)
 
 
 # -- dead letters ---------------------------------------------------------------------------------
