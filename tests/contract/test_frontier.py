@@ -343,3 +343,14 @@ async def test_set_domain_limits__changes_an_existing_domain(frontier: Frontier)
     await frontier.enqueue("j", urls(5))
     await frontier.set_domain_limits("a.test", DomainLimits(max_in_flight=3))
     assert len(await frontier.lease("A", 10, TTL)) == 3
+
+
+async def test_lease__active_workers_share_a_domains_slots(frontier: Frontier) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=10))
+    await frontier.enqueue("j", urls(40))
+    first = await frontier.lease("A", 10, TTL)
+    assert len(first) == 10, "a worker alone may take every slot"
+    assert await frontier.lease("B", 10, TTL) == []  # B is now seen, but no slot is free
+    await frontier.complete([Completion(x.ref, 200) for x in first[:5]])
+    assert await frontier.lease("A", 10, TTL) == [], "A already holds its half"
+    assert len(await frontier.lease("B", 10, TTL)) == 5

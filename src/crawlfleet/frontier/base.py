@@ -29,6 +29,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+#: a worker that leased within this many seconds shares each domain's in-flight slots with the
+#: other such workers (its fair share is ceil(max_in_flight / active workers))
+ACTIVE_WINDOW = 5.0
+
 
 class State(StrEnum):
     QUEUED = "queued"

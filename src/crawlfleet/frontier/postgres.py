@@ -20,6 +20,7 @@ import asyncpg
 
 from crawlfleet.errors import StoreError
 from crawlfleet.frontier.base import (
+    ACTIVE_WINDOW,
     Attempt,
     Completion,
     DeadLetter,
@@ -280,6 +281,9 @@ class PostgresFrontier:
         async def tx(conn: Conn) -> list[Lease]:
             now = self.clock()
             await self._rescue(conn, now)
+            await conn.execute(Q["worker_seen"], worker, now)
+            sharers = max(1, await conn.fetchval(Q["active_workers"], now - ACTIVE_WINDOW))
+            mine = dict(await conn.fetch(Q["my_leases"], worker)) if sharers > 1 else {}
             leases: list[Lease] = []
             visited: list[str] = []
             while len(leases) < limit and len(visited) < DOMAINS_PER_LEASE:
@@ -293,6 +297,9 @@ class PostgresFrontier:
                     ttl,
                     wanted,
                     visited,
+                    sharers,
+                    list(mine),
+                    list(mine.values()),
                 )
                 leases.extend(self._lease_from_row(r) for r in rows if r[0] is not None)
                 if all(r[0] is not None for r in rows):

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from crawlfleet.errors import StoreError
 from crawlfleet.frontier.base import (
+    ACTIVE_WINDOW,
     Attempt,
     Completion,
     DeadLetter,
@@ -50,8 +51,6 @@ SCHEMA_VERSION = 1
 CHECKPOINT_EVERY = 1.0
 #: seconds a writer waits for the write lock before giving up
 BUSY_TIMEOUT = 60.0
-#: a worker that leased within this many seconds shares the domains' in-flight slots
-ACTIVE_WINDOW = 5.0
 
 
 def _dumps(value: Any) -> str:

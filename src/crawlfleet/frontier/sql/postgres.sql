@@ -126,6 +126,17 @@ CREATE TABLE content (
     PRIMARY KEY (job_id, hash)
 );
 
+-- name: migration_0002_workers
+-- Workers seen leasing lately share a domain's in-flight slots: without this the first worker to
+-- lease a busy domain keeps every slot and the others idle. requests_owner finds a worker's own
+-- live leases per domain.
+CREATE TABLE workers (
+    id         text PRIMARY KEY,
+    started_at double precision NOT NULL,
+    last_seen  double precision NOT NULL
+);
+CREATE INDEX requests_owner ON requests (lease_owner, domain) WHERE state = 'leased';
+
 -- name: advisory_lock
 -- Serialises upgrade() across every process starting at once (a fleet boots together); the lock
 -- is per schema and ends with the transaction, so a crashed upgrader cannot leave it held.
@@ -212,6 +223,17 @@ WITH expired AS (
 )
 SELECT domain, count(*)::int FROM rescued GROUP BY domain;
 
+-- name: worker_seen
+INSERT INTO workers (id, started_at, last_seen) VALUES ($1, $2, $2)
+ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen;
+
+-- name: active_workers
+SELECT count(*)::int FROM workers WHERE last_seen >= $1;
+
+-- name: my_leases
+SELECT domain, count(*)::int FROM requests WHERE lease_owner = $1 AND state = 'leased'
+GROUP BY domain;
+
 -- name: lease
 -- The whole lease in one statement, read lazily from the top: the LIMIT in pick stops the walk as
 -- soon as the batch is full, so a lease touches only the domains and rows it hands out (a plan
@@ -235,12 +257,18 @@ SELECT domain, count(*)::int FROM rescued GROUP BY domain;
 WITH active AS (
     SELECT coalesce(array_agg(id), '{}') AS ids FROM jobs
     WHERE state = 'running' AND ($7::text[] IS NULL OR name = ANY ($7::text[]))
+), mine AS (
+    -- this worker's live leases per domain; $9 workers share each domain's slots
+    SELECT m.domain, m.n FROM unnest($10::text[], $11::int[]) AS m (domain, n)
 ), cand AS MATERIALIZED (
-    SELECT d.domain, d.max_in_flight - d.in_flight AS free, d.delay,
-           greatest(d.next_at, $1) AS start, d.last_lease_at
-    FROM domains d
+    SELECT d.domain,
+           least(d.max_in_flight - d.in_flight,
+                 (d.max_in_flight + $9 - 1) / $9 - coalesce(m.n, 0)) AS free,
+           d.delay, greatest(d.next_at, $1) AS start, d.last_lease_at
+    FROM domains d LEFT JOIN mine m ON m.domain = d.domain
     WHERE d.in_flight < d.max_in_flight AND d.blocked_until <= $1 AND d.next_at <= $2
       AND d.domain <> ALL ($8::text[])
+      AND (d.max_in_flight + $9 - 1) / $9 > coalesce(m.n, 0)
     ORDER BY d.last_lease_at, d.domain
     LIMIT $3
     FOR UPDATE OF d SKIP LOCKED
