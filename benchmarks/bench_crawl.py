@@ -54,7 +54,28 @@ def commands() -> dict[str, list[str]]:
         ],
         "crawlfleet-1": [*crawl, "--workers", "1", "-o", "out.jsonl"],
         "crawlfleet-2": [*crawl, "--workers", "2", "-o", "out.jsonl"],
+        # the fleet store: the same crawl with the frontier and records in PostgreSQL
+        **{
+            f"pg-{n}": [*crawl, "--workers", str(n), "-o", "out.jsonl", "--queue", pg_queue(n)]
+            for n in (1, 2, 4)
+        },
     }
+
+
+#: PostgreSQL server for the pg-N runs (each run gets its own schema, dropped afterwards)
+PG_SERVER = os.environ.get("CRAWLFLEET_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def pg_queue(workers: int) -> str:
+    return f"{PG_SERVER}?schema=bench_{os.getpid()}_{workers}"
+
+
+def drop_pg_schemas() -> None:
+    import psycopg
+
+    with psycopg.connect(PG_SERVER, autocommit=True) as conn:
+        for n in (1, 2, 4):
+            conn.execute(f"DROP SCHEMA IF EXISTS bench_{os.getpid()}_{n} CASCADE")
 
 
 @dataclass
@@ -224,9 +245,14 @@ def print_table(results: list[Result]) -> None:
     for top, bottom, target in (
         ("crawlfleet-1", "scrapy", 10.0),
         ("crawlfleet-2", "crawlfleet-1", 1.5),
+        ("pg-2", "pg-1", None),
+        ("pg-4", "pg-1", None),
     ):
         if top in by_name and bottom in by_name and by_name[bottom].pages_per_s:
             ratio = by_name[top].pages_per_s / by_name[bottom].pages_per_s
+            if target is None:
+                print(f"{top} / {bottom} pages/s: {ratio:.2f}x")
+                continue
             verdict = "meets" if ratio >= target else "below"
             if not (by_name[top].complete and by_name[bottom].complete):
                 verdict = "NOT VALID, records incomplete; would be " + verdict
@@ -243,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--products", type=int, default=5000)
     parser.add_argument(
-        "--runs", default=",".join(known), help=f"comma-separated: {', '.join(known)}"
+        "--runs",
+        default="scrapy,crawlfleet-1,crawlfleet-2",
+        help=f"comma-separated: {', '.join(known)}",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--keep", action="store_true", help="keep each run's working directory")
@@ -270,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep and result.complete:
             _remove(workdir)
             result.workdir = ""
+    if any(r.startswith("pg-") for r in runs):
+        drop_pg_schemas()
     print()
     print_table(results)
     stamp = time.strftime("%Y%m%d-%H%M%S")
