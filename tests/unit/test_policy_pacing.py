@@ -161,10 +161,22 @@ def test_host_circuit(failures: int, blocked_for: float | None) -> None:
         assert state.blocked_until == pytest.approx(now + blocked_for)
 
 
-def test_any_response_closes_the_circuit_count() -> None:
-    state, _ = run([CONNECT_ERROR] * 4 + [E503] + [CONNECT_ERROR] * 4)
+def test_a_response_below_500_closes_the_circuit_count() -> None:
+    state, _ = run([CONNECT_ERROR] * 4 + [E404] + [CONNECT_ERROR] * 4)
     assert state.errors_in_row == 4
     assert state.blocked_until == 0.0
+
+
+@pytest.mark.parametrize(("failures", "blocked_for"), [(4, None), (5, 30.0), (6, 60.0)])
+def test_host_circuit__a_5xx_storm_counts_like_no_response(
+    failures: int, blocked_for: float | None
+) -> None:
+    state, now = run([E500] * failures)
+    if blocked_for is None:
+        assert state.blocked_until == 0.0
+    else:
+        assert state.blocked_until == pytest.approx(now + blocked_for)
+        assert state.concurrency == CONFIG.min_concurrency, "reopened one probe at a time"
 
 
 @pytest.mark.parametrize("outcome", [Outcome.ROBOTS, Outcome.TRAP, Outcome.PERMANENT_ERROR])
@@ -172,3 +184,93 @@ def test_attempts_without_response_or_fault_change_nothing(outcome: Outcome) -> 
     start, _ = run([E429])
     state, _ = run([Event(outcome, None, None)], start)
     assert state == start
+
+
+def step(state: PacingState, event: Event, now: float, started: float | None = None) -> PacingState:
+    return update(
+        state,
+        CONFIG,
+        now=now,
+        outcome=event.outcome,
+        status=event.status,
+        latency=event.latency,
+        retry_after=event.retry_after,
+        started=started,
+    )
+
+
+def test_a_burst_of_429s_slows_down_once() -> None:
+    """Forty 429s reported together answer requests all sent before the first slow-down."""
+    state = initial(CONFIG)
+    now = T0 + 1
+    for _ in range(40):
+        state = step(state, E429, now, started=now - 0.05)
+    assert (state.delay, state.concurrency) == (pytest.approx(0.5), 4)
+    later = step(state, E429, now + 2, started=now + 1)  # sent after it: slows down again
+    assert (later.delay, later.concurrency) == (pytest.approx(1.0), 2)
+
+
+def test_a_burst_of_failures_opens_the_circuit_once() -> None:
+    state = initial(CONFIG)
+    now = T0 + 1
+    for _ in range(30):
+        state = step(state, CONNECT_ERROR, now, started=now - 0.1)
+    assert state.trips == 1
+    assert state.blocked_until == pytest.approx(now + CONFIG.circuit_base)
+    probe = state.blocked_until + 0.01
+    state = step(state, CONNECT_ERROR, probe + 1, started=probe)
+    assert state.blocked_until == pytest.approx(probe + 1 + 2 * CONFIG.circuit_base)
+    state = step(state, OK, probe + 100, started=probe + 99)
+    assert (state.errors_in_row, state.trips) == (0, 0)
+
+
+def test_a_429_without_retry_after_still_holds_the_domain() -> None:
+    state = step(initial(CONFIG), E429, T0)
+    assert state.blocked_until == pytest.approx(T0 + state.delay)
+    assert state.delay > 0
+
+
+@pytest.mark.parametrize(("ok_per_second", "ceiling"), [(20, 10.0), (50, 25.0), (8, 4.0)])
+def test_push_back_teaches_a_ceiling_recovery_stays_under(
+    ok_per_second: int, ceiling: float
+) -> None:
+    """Healthy at some rate, then a 429: recovery stops at half the rate that was accepted."""
+    state = initial(CONFIG)
+    now = T0
+    for _ in range(ok_per_second * 5):  # five seconds of steady healthy responses
+        now += 1.0 / ok_per_second
+        state = step(state, OK, now)
+    assert state.ok_rate == pytest.approx(ok_per_second, rel=0.1)
+    state = step(state, E429, now + 0.01)
+    assert 1.0 / state.limit_delay == pytest.approx(ceiling, rel=0.1)
+    for _ in range(500):
+        now += 0.05
+        state = step(state, OK, now)
+    assert state.delay == pytest.approx(state.limit_delay)
+    assert now - state.slowed_at < CONFIG.limit_hold
+
+
+def test_the_ceiling_lifts_after_limit_hold_without_push_back() -> None:
+    config = PacingConfig(limit_hold=60.0)
+    state = initial(config)
+    now = T0
+    for _ in range(50):
+        now += 0.05
+        state = update(
+            state, config, now=now, outcome=Outcome.OK, status=200, latency=0.2, retry_after=None
+        )
+    state = update(
+        state, config, now=now, outcome=Outcome.BLOCKED, status=429, latency=0.2, retry_after=1.0
+    )
+    assert state.limit_delay > 0
+    for _ in range(100):
+        now += 1.0
+        state = update(
+            state, config, now=now, outcome=Outcome.OK, status=200, latency=0.2, retry_after=None
+        )
+    assert (state.limit_delay, state.delay) == (0.0, 0.0)
+
+
+def test_no_healthy_rate_no_ceiling() -> None:
+    state, _ = run([E429])
+    assert state.limit_delay == 0.0

@@ -1,10 +1,19 @@
 """Adaptive per-domain (or per domain and route) pacing: how fast and how wide to crawl a host.
 
 The rule is AIMD, as in TCP: slow down multiplicatively at the first sign of pressure (429, 503,
-blocks, latency rising), recover additively while the host is healthy. A host that fails every
-request is closed as a whole for an exponentially growing time (a host circuit), so dead hosts do
-not eat attempts. Pure: the store keeps a :class:`PacingState` per domain and applies
-:func:`update` to it after every attempt, with the clock passed in.
+blocks, latency rising), recover additively while the host is healthy. As in TCP, one slow-down
+per round trip: the responses to requests that started before the last slow-down were already
+answered by it, so a burst of 429s halves the pace once, not fifty times.
+
+A push-back also teaches a ceiling: the rate of healthy responses just before it (a decaying
+count, ``ok_rate``) is about what the host accepts, so recovery stops at ``limit_fraction`` of
+that rate until ``limit_hold`` seconds pass without another push-back. Without it a host that
+allows N requests a second would be pushed over N again at every recovery.
+
+A host that fails every request (no response, or 5xx) is closed as a whole for an exponentially
+growing time (a host circuit) and reopened one request at a time, so dead hosts do not eat
+attempts. Pure: the store keeps a :class:`PacingState` per domain and applies :func:`update` to
+it after every attempt, with the clock passed in.
 """
 
 from __future__ import annotations
@@ -27,6 +36,11 @@ class PacingState:
     ``errors_in_row``: transport failures (no response at all) since the last response.
     ``ok_in_row``: healthy responses since the last step up in concurrency or slow-down.
     ``floor``: the least ``delay`` this domain allows (robots.txt Crawl-delay, capped).
+    ``slowed_at``: when the domain last slowed down on push-back or tripped its circuit.
+    ``limit_delay``: the least ``delay`` learned from push-back (0: none), held for
+    ``limit_hold`` seconds after ``slowed_at``.
+    ``ok_rate`` / ``rate_at``: healthy responses per second (decaying), as of ``rate_at``.
+    ``trips``: host circuit openings since the last response that was not a 5xx.
     """
 
     delay: float
@@ -36,6 +50,11 @@ class PacingState:
     errors_in_row: int
     ok_in_row: int = 0
     floor: float = 0.0
+    slowed_at: float = 0.0
+    limit_delay: float = 0.0
+    ok_rate: float = 0.0
+    rate_at: float = 0.0
+    trips: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,11 +80,17 @@ class PacingConfig:
     # A delay this close to the floor snaps to it (x0.9 would otherwise never reach 0).
     snap: float = 0.01
     retry_after_cap: float = 3600.0
-    # Host circuit: after circuit_threshold transport failures in a row the host is closed for
-    # circuit_base seconds, doubling with each further failure, up to circuit_cap.
+    # Host circuit: after circuit_threshold failures in a row (no response, or 5xx) the host is
+    # closed for circuit_base seconds, doubling with each further opening, up to circuit_cap,
+    # and reopened with one request in flight.
     circuit_threshold: int = 5
     circuit_base: float = 30.0
     circuit_cap: float = 3600.0
+    # The ceiling a push-back teaches: limit_fraction of the healthy-response rate before it
+    # (measured over about rate_window seconds), held limit_hold seconds after the last one.
+    limit_fraction: float = 0.5
+    limit_hold: float = 600.0
+    rate_window: float = 1.0
 
 
 def initial(config: PacingConfig, crawl_delay: float | None = None) -> PacingState:
@@ -80,18 +105,42 @@ def initial(config: PacingConfig, crawl_delay: float | None = None) -> PacingSta
     return PacingState(floor, concurrency, None, 0.0, 0, 0, floor)
 
 
+def _least_delay(state: PacingState, config: PacingConfig) -> float:
+    return max(config.min_delay, state.floor, state.limit_delay)
+
+
 def _clamp_delay(delay: float, state: PacingState, config: PacingConfig) -> float:
-    floor = max(config.min_delay, state.floor)
+    floor = _least_delay(state, config)
     return min(max(delay, floor), max(config.max_delay, floor))
 
 
-def _slow_down(state: PacingState, config: PacingConfig) -> PacingState:
-    delay = max(state.delay, config.slowdown_floor) * config.slowdown_factor
+def _decayed_rate(state: PacingState, config: PacingConfig, now: float) -> float:
+    if state.ok_rate <= 0.0:
+        return 0.0
+    return state.ok_rate * math.exp(-max(0.0, now - state.rate_at) / config.rate_window)
+
+
+def _count_ok(state: PacingState, config: PacingConfig, now: float) -> PacingState:
+    rate = _decayed_rate(state, config, now) + 1.0 / config.rate_window
+    return replace(state, ok_rate=rate, rate_at=max(now, state.rate_at))
+
+
+def _slow_down(state: PacingState, config: PacingConfig, now: float) -> PacingState:
+    accepted = _decayed_rate(state, config, now)
+    limit = state.limit_delay
+    if accepted > 0.0:
+        limit = max(limit, 1.0 / (accepted * config.limit_fraction))
+    state = replace(state, limit_delay=min(limit, config.max_delay), slowed_at=now)
+    delay = _clamp_delay(
+        max(state.delay, config.slowdown_floor) * config.slowdown_factor, state, config
+    )
     return replace(
         state,
-        delay=_clamp_delay(delay, state, config),
+        delay=delay,
         concurrency=max(config.min_concurrency, state.concurrency // 2),
         ok_in_row=0,
+        # never answered at once: nothing starts before one new delay has passed
+        blocked_until=max(state.blocked_until, now + delay),
     )
 
 
@@ -100,8 +149,10 @@ def _latency_slow_down(state: PacingState, config: PacingConfig) -> PacingState:
     return replace(state, delay=_clamp_delay(delay, state, config), ok_in_row=0)
 
 
-def _recover(state: PacingState, config: PacingConfig) -> PacingState:
-    floor = max(config.min_delay, state.floor)
+def _recover(state: PacingState, config: PacingConfig, now: float) -> PacingState:
+    if state.limit_delay and now - state.slowed_at >= config.limit_hold:
+        state = replace(state, limit_delay=0.0)  # no push-back for long: the ceiling lifts
+    floor = _least_delay(state, config)
     delay = state.delay * config.recover_factor
     if delay < floor + config.snap:
         delay = floor
@@ -118,14 +169,23 @@ def _recover(state: PacingState, config: PacingConfig) -> PacingState:
     )
 
 
-def _transport_failure(state: PacingState, config: PacingConfig, now: float) -> PacingState:
+def _host_failure(
+    state: PacingState, config: PacingConfig, now: float, started: float
+) -> PacingState:
+    """No response, or a 5xx: one more failure in a row; enough of them open the circuit."""
     errors = state.errors_in_row + 1
-    blocked_until = state.blocked_until
-    if errors >= config.circuit_threshold:
-        exponent = min(errors - config.circuit_threshold, 62)
-        pause = min(config.circuit_cap, config.circuit_base * math.ldexp(1.0, exponent))
-        blocked_until = max(blocked_until, now + pause)
-    return replace(state, errors_in_row=errors, ok_in_row=0, blocked_until=blocked_until)
+    state = replace(state, errors_in_row=errors, ok_in_row=0)
+    if errors < config.circuit_threshold or started < state.slowed_at:
+        return state  # not yet, or a request sent before the circuit last opened
+    exponent = min(state.trips, 62)
+    pause = min(config.circuit_cap, config.circuit_base * math.ldexp(1.0, exponent))
+    return replace(
+        state,
+        blocked_until=max(state.blocked_until, now + pause),
+        slowed_at=now,
+        trips=state.trips + 1,
+        concurrency=config.min_concurrency,  # reopen with one probe at a time
+    )
 
 
 def _with_latency(state: PacingState, config: PacingConfig, latency: float | None) -> PacingState:
@@ -145,29 +205,40 @@ def update(
     status: int | None,
     latency: float | None,
     retry_after: float | None,
+    started: float | None = None,
 ) -> PacingState:
     """The domain's pacing after one attempt.
 
     ``status`` is None when no response arrived (timeout, connection error); ``latency`` is the
     response time in seconds, when there was one; ``retry_after`` the parsed Retry-After in
-    seconds (it closes the domain until ``now + retry_after``, capped).
+    seconds (it closes the domain until ``now + retry_after``, capped). ``started`` is when the
+    request was sent (default ``now``): push-back and failures of requests sent before the last
+    slow-down or circuit opening were already answered by it and do not compound.
     """
+    started = now if started is None else started
     if retry_after is not None:
         until = now + min(max(retry_after, 0.0), config.retry_after_cap)
         state = replace(state, blocked_until=max(state.blocked_until, until))
     if status is None:
         if outcome is Outcome.RETRYABLE_ERROR:
-            return _transport_failure(state, config, now)
+            return _host_failure(state, config, now, started)
         return state  # no response and nothing to learn (robots, trap, refused address)
-    # A response arrived: the host is alive.
+    # A response arrived: the host is alive, though a 5xx says it is not well.
     before = state.ewma_latency
-    state = _with_latency(replace(state, errors_in_row=0), config, latency)
+    state = _with_latency(state, config, latency)
+    if status >= 500:
+        state = _host_failure(state, config, now, started)
+    else:
+        state = replace(state, errors_in_row=0, trips=0)
     if outcome is Outcome.BLOCKED or status in (429, 503):
-        return _slow_down(state, config)
-    if outcome is Outcome.RETRYABLE_ERROR:  # 500, 502, 504: not healthy, not pushback either
+        if started < state.slowed_at:
+            return replace(state, ok_in_row=0)  # already slowed down for this one
+        return _slow_down(state, config, now)
+    if outcome is Outcome.RETRYABLE_ERROR:  # 500, 502, 504: not healthy, not push-back either
         return replace(state, ok_in_row=0)
     if outcome is not Outcome.OK:  # a 404 says nothing about the host's load
         return state
+    state = _count_ok(state, config, now)
     if latency is not None and before is not None and latency > config.latency_ratio * before:
         return _latency_slow_down(state, config)
-    return _recover(state, config)
+    return _recover(state, config, now)
