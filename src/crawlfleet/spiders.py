@@ -9,6 +9,7 @@ import importlib.util
 import inspect
 import pkgutil
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 from crawlfleet.errors import SpiderLoadError
 from crawlfleet.frontier.base import Job
 from crawlfleet.spider import Spider
+
+_FILE_LOCK = threading.RLock()
 
 
 def load_spider(ref: str, *, name: str | None = None) -> type[Spider]:
@@ -114,6 +117,12 @@ def _load_module(target: str) -> Any:
 
 
 def _load_file(path: Path) -> Any:
+    # a worker loads jobs in threads: a second thread must not see a half-executed module
+    with _FILE_LOCK:
+        return _load_file_locked(path)
+
+
+def _load_file_locked(path: Path) -> Any:
     # one module name per file path, so two spider files called spider.py do not collide
     mod_name = "crawlfleet_spider_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
     if mod_name in sys.modules:
