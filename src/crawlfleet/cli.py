@@ -187,6 +187,7 @@ async def _crawl(
     if output:
         _check_writable(output)
     await runner.check_reachable(list(spider_cls.start_urls))
+    await _check_raw_store(settings)
     name = job_name or spider_cls.name
     frontier = _open(settings)
     await frontier.open()
@@ -205,6 +206,15 @@ async def _crawl(
         )
     finally:
         await frontier.close()
+
+
+async def _check_raw_store(settings: Settings) -> None:
+    """Fail with one line before starting workers if the raw store cannot work (e.g. no bucket)."""
+    from crawlfleet.data.rawstore import open_raw_store
+
+    store = open_raw_store(settings.raw, s3_endpoint=settings.s3_endpoint, spool=settings.raw_spool)
+    await asyncio.to_thread(store.open)
+    await asyncio.to_thread(store.close)
 
 
 # -- worker / submit ------------------------------------------------------------------------------

@@ -182,16 +182,21 @@ def test_s3_store__uploads_closed_files_and_leftovers_then_empties_the_spool(
     assert [p.name for p in spool.iterdir()] == ["live-20240101000000-00000.warc.gz.open"]
 
 
-def test_worker_with_missing_bucket__one_line_error(
-    tmp_path: Path, s3_endpoint: str, s3: Any
+@pytest.mark.parametrize("command", ["worker", "crawl"])
+def test_missing_bucket__one_line_error_before_any_work(
+    tmp_path: Path, s3_endpoint: str, s3: Any, command: str
 ) -> None:
     env = {
         **AWS_ENV,
         "CRAWLFLEET_RAW": "s3://no-such-bucket/raw",
         "CRAWLFLEET_S3_ENDPOINT": s3_endpoint,
     }
-    result = run(["worker", "--exit-when-finished"], tmp_path, env=env, timeout=60)
+    with demo_shop("--products", "10") as base:
+        spider = write_spider(tmp_path / "shop.py", base)
+        args = ["worker", "--exit-when-finished"] if command == "worker" else ["crawl", str(spider)]
+        result = run(args, tmp_path, env=env, timeout=60)
     assert result.returncode == 2
-    assert "cannot use raw store s3://no-such-bucket/raw" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == "error: cannot use raw store s3://no-such-bucket/raw: " + (
+        "ClientError: An error occurred (404) when calling the HeadBucket operation: Not Found"
+    )
     assert SECRET not in result.stderr

@@ -74,6 +74,9 @@ class S3Location:
             raise ConfigError(f"raw store {url!r} names no bucket: use s3://bucket/prefix")
         return cls(bucket, prefix.strip("/"))
 
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
     def key(self, name: str) -> str:
         return f"{self.prefix}/{name}" if self.prefix else name
 
@@ -147,7 +150,7 @@ class S3Store:
 
     def __repr__(self) -> str:
         where = f" via {mask_credentials(self.endpoint)}" if self.endpoint else ""
-        return f"<S3Store {self.location.url('')}{where} spool={self.spool}>"
+        return f"<S3Store {self.location}{where} spool={self.spool}>"
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -159,9 +162,7 @@ class S3Store:
         try:
             self._client.head_bucket(Bucket=self.location.bucket)
         except Exception as exc:  # botocore's errors share no useful base class
-            raise StoreError(
-                f"cannot use raw store {self.location.url('')}: {_line(exc)}"
-            ) from None
+            raise StoreError(f"cannot use raw store {self.location}: {_line(exc)}") from None
         self._thread = threading.Thread(target=self._run, name="raw-uploader", daemon=True)
         self._thread.start()
 
@@ -191,7 +192,7 @@ class S3Store:
                 "%d WARC files could not be uploaded to %s; they stay in %s and are uploaded "
                 "by the next worker that uses this spool",
                 len(left),
-                self.location.url(""),
+                self.location,
                 self.spool,
             )
         self._client.close()
