@@ -261,6 +261,7 @@ class Worker:
         s = self.settings.with_overrides(
             {k: v for k, v in overrides.items() if k in Settings.__dataclass_fields__}
         )
+        raw = await self._raw_store(s)  # first: it may fail, and then nothing is left open
         fetch_settings = FetchSettings(
             timeout=s.fetch_timeout,
             max_body=s.max_body,
@@ -273,7 +274,6 @@ class Worker:
         fetcher = HttpFetcher(fetch_settings)
         await fetcher.__aenter__()
         robots = RobotsCache(fetcher, user_agent=s.user_agent) if spider.obey_robots else None
-        raw = await self._raw_store(s)
         warc = raw.writer(
             _safe_name(f"{runtime.job.name}-{self.worker_id}"),
             max_size=s.warc_max_size,
