@@ -20,6 +20,17 @@ Rules every backend keeps (the contract suite in ``tests/contract`` checks each 
 * An expired lease goes back to ``queued`` (the attempt stays counted) or, when attempts are
   exhausted, to ``dead(worker_lost)``.
 * A job is finished when none of its requests is queued (ready or waiting for a retry) or leased.
+* Pacing is adaptive and held in the store: ``complete`` and ``fail`` apply
+  :func:`crawlfleet.policy.pacing.update` to the domain of every item, in the same transaction
+  (push-back slows the domain and teaches it a ceiling, ``Retry-After`` and the host circuit set
+  ``blocked_until``); ``lease`` hands out at most the domain's current concurrency and spaces
+  starts by its current delay, never below its robots.txt Crawl-delay (``set_crawl_delay``).
+* Every failed attempt, lease expiry and trap is a row of the request's history (``dead_letter``).
+  A failure with ``count_attempt=False`` (robots.txt unreachable: the host, not the request, is
+  not ready) is retried later without using up an attempt.
+* Trap guards end as ``dead(trap)`` rows, never silent drops: links the worker found to be traps
+  (``NewRequest.trap``), and new requests over the job's per-host or per-URL-pattern budget,
+  counted in the store at enqueue time so the budgets hold across the whole fleet.
 """
 
 from __future__ import annotations
@@ -27,7 +38,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from crawlfleet.policy.pacing import PacingState
 
 #: a worker that leased within this many seconds shares each domain's in-flight slots with the
 #: other such workers (its fair share is ceil(max_in_flight / active workers))
@@ -82,6 +96,8 @@ class JobSpec:
     default_limits: DomainLimits = DomainLimits()
     domain_limits: Mapping[str, DomainLimits] = field(default_factory=dict)
     max_attempts: int = 5
+    page_budget: int | None = None  # most requests per host in this job (the rest: dead(trap))
+    pattern_budget: int | None = None  # most requests per URL pattern (policy.traps.url_pattern)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +125,7 @@ class NewRequest:
     body: bytes | None = None
     fetcher: str | None = None
     max_attempts: int | None = None  # None: the job's default
+    trap: str | None = None  # why the finder judged it a trap: stored as dead(trap), never fetched
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +194,9 @@ class Completion:
     quarantined: Sequence[QuarantineRow] = ()
     discovered: Sequence[NewRequest] = ()
     content_hash: bytes | None = None
-    elapsed: float = 0.0
+    elapsed: float = 0.0  # response time (seconds): the domain's latency
     nbytes: int = 0
+    started_at: float | None = None  # when the request was sent (store clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +209,11 @@ class Failure:
     dead_reason: DeadReason | None = None
     status: int | None = None
     route: str | None = None
-    outcome: str = "error"
+    outcome: str = "error"  # a policy.classify.Outcome value; other names do not pace the domain
+    latency: float | None = None  # response time, when a response arrived
+    retry_after: float | None = None  # seconds the host asked for: holds the whole domain
+    started_at: float | None = None  # when the request was sent (store clock)
+    count_attempt: bool = True  # False: retried later without using up an attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,10 +252,32 @@ class JobStats:
     retried: int = 0  # requests that needed more than one attempt
     retry_depth_sum: int = 0  # sum over finished requests of (attempts - 1)
     oldest_queued_age: float = 0.0
+    traps: int = 0  # dead(trap): links refused by trap guards and budgets
+    traps_by_domain: Mapping[str, int] = field(default_factory=dict)
+    #: finished (done or dead) fetched requests by how many attempts they took
+    attempts_histogram: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
         return self.queued == 0 and self.waiting == 0 and self.leased == 0
+
+    @property
+    def avg_retry_depth(self) -> float:
+        """Retries per finished fetched request (0 when every request took one attempt)."""
+        fetched = sum(self.attempts_histogram.values())
+        return self.retry_depth_sum / fetched if fetched else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DomainState:
+    """A domain's politeness as the store holds it: configured limits and adaptive pacing."""
+
+    domain: str
+    max_in_flight: int
+    min_delay: float
+    in_flight: int
+    next_at: float
+    pacing: PacingState
 
 
 class Frontier(Protocol):
@@ -281,6 +325,14 @@ class Frontier(Protocol):
         ...
 
     async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None: ...
+
+    async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
+        """The domain's robots.txt ``Crawl-delay``: its delay floor (capped), None to lift it."""
+        ...
+
+    async def domain_state(self, domain: str) -> DomainState | None:
+        """The domain's limits and pacing as held in the store (None: not seen yet)."""
+        ...
 
     async def stats(self, job: str) -> JobStats: ...
 

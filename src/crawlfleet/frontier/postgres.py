@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from crawlfleet.errors import StoreError
+from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.base import (
     ACTIVE_WINDOW,
     Attempt,
@@ -26,6 +27,7 @@ from crawlfleet.frontier.base import (
     DeadLetter,
     DeadReason,
     DomainLimits,
+    DomainState,
     Failure,
     Job,
     JobSpec,
@@ -37,7 +39,10 @@ from crawlfleet.frontier.base import (
     QuarantineRow,
     RecordRow,
 )
+from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings, settings_with_defaults
 from crawlfleet.frontier.sql import queries
+from crawlfleet.policy.pacing import PacingConfig
+from crawlfleet.policy.traps import budget_keys, over_budget
 from crawlfleet.urls import mask_credentials
 
 T = TypeVar("T")
@@ -80,15 +85,17 @@ class PostgresFrontier:
         schema: str | None = None,
         min_size: int = 1,
         max_size: int = 10,
+        pacing: PacingConfig | None = None,
     ) -> None:
         self.dsn = dsn
         self.clock = clock
+        self.pacing = pacing or PacingConfig()
         self.schema = schema
         self.min_size = min_size
         self.max_size = max_size
         self._pool: Any = None  # asyncpg.Pool
         self._job_ids: dict[str, int] = {}
-        self._job_defaults: dict[int, tuple[DomainLimits, dict[str, DomainLimits], int]] = {}
+        self._job_defaults: dict[int, JobDefaults] = {}
         self._known_domains: set[str] = set()
 
     def __repr__(self) -> str:
@@ -172,11 +179,7 @@ class PostgresFrontier:
     # -- jobs -----------------------------------------------------------------------------------
 
     async def submit_job(self, spec: JobSpec) -> Job:
-        settings = dict(spec.settings)
-        settings["_limits"] = {
-            "default": [spec.default_limits.max_in_flight, spec.default_limits.min_delay],
-            "domains": {d: [v.max_in_flight, v.min_delay] for d, v in spec.domain_limits.items()},
-        }
+        settings = settings_with_defaults(spec)
         args = (spec.name, spec.spider, _dumps(settings), spec.max_attempts, self.clock())
 
         async def tx(conn: Conn) -> None:
@@ -195,13 +198,8 @@ class PostgresFrontier:
 
     def _job_from_row(self, row: Sequence[Any]) -> Job:
         settings = json.loads(row[4])
-        limits = settings.pop("_limits", None) or {"default": [8, 0.0], "domains": {}}
         self._job_ids[row[1]] = row[0]
-        self._job_defaults[row[0]] = (
-            DomainLimits(*limits["default"]),
-            {d: DomainLimits(*v) for d, v in limits["domains"].items()},
-            row[6],
-        )
+        self._job_defaults[row[0]] = defaults_from_settings(settings, row[6])
         return Job(row[0], row[1], row[2], JobState(row[3]), settings, row[5])
 
     async def get_job(self, name: str) -> Job | None:
@@ -234,40 +232,69 @@ class PostgresFrontier:
         self, conn: Conn, job_id: int, requests: Iterable[NewRequest]
     ) -> tuple[int, list[str]]:
         """Insert the requests and any domain not seen yet; returns (added, domains inserted)."""
-        default, per_domain, max_attempts = self._job_defaults[job_id]
+        defaults = self._job_defaults[job_id]
+        now = self.clock()
         cols: tuple[list[Any], ...] = tuple([] for _ in range(11))
+        trap_cols: tuple[list[Any], ...] = tuple([] for _ in range(12))
         domains: set[str] = set()
         for r in sorted(requests, key=lambda r: r.fingerprint):
+            if r.trap is not None:
+                _append_row(trap_cols, (*_request_values(r, defaults), f"trap: {r.trap}"))
+                continue
             domains.add(r.domain)
-            for col, value in zip(
-                cols,
-                (
-                    r.fingerprint,
-                    r.url,
-                    r.domain,
-                    r.priority,
-                    r.depth,
-                    r.callback,
-                    _dumps(r.meta) if r.meta else None,
-                    r.method,
-                    r.body,
-                    r.fetcher,
-                    r.max_attempts or max_attempts,
-                ),
-                strict=True,
-            ):
-                col.append(value)
-        status = await conn.execute(Q["insert_requests"], job_id, self.clock(), *cols)
+            _append_row(cols, _request_values(r, defaults))
+        added = 0
+        if trap_cols[0]:
+            added += _count(await conn.execute(Q["insert_traps"], job_id, now, *trap_cols))
+        if cols[0] and defaults.budgeted:
+            rows = await conn.fetch(Q["insert_requests_returning"], job_id, now, *cols)
+            added += len(rows)
+            await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
+        elif cols[0]:
+            added += _count(await conn.execute(Q["insert_requests"], job_id, now, *cols))
         new = sorted(domains - self._known_domains)
         if new:
-            limits = [per_domain.get(d, default) for d in new]
+            limits = [defaults.limits_for(d) for d in new]
             await conn.execute(
                 Q["insert_domains"],
                 new,
                 [x.max_in_flight for x in limits],
                 [x.min_delay for x in limits],
             )
-        return _count(status), new
+        return added, new
+
+    @staticmethod
+    async def _budget(
+        conn: Conn,
+        job_id: int,
+        defaults: JobDefaults,
+        new: list[tuple[int, str, str]],
+        now: float,
+    ) -> None:
+        """Turn the new requests over their host or pattern budget into dead(trap) rows."""
+        if not new:
+            return
+        new.sort()  # RETURNING order is not insertion order: first come, first admitted
+        keys = sorted(
+            {k for _, url, domain in new for k in budget_keys(url, domain, defaults.traps)}
+        )
+        rows = await conn.fetch(
+            Q["lock_budgets"], job_id, [k[0] for k in keys], [k[1] for k in keys]
+        )
+        used = {(r[0], r[1]): r[2] for r in rows}
+        trapped, counts = over_budget(new, used, defaults.traps)
+        if trapped:
+            ids = sorted(trapped)
+            await conn.execute(Q["trap_requests"], now, ids, [f"trap: {trapped[i]}" for i in ids])
+        if counts:
+            changed = sorted(counts)
+            await conn.execute(
+                Q["set_budgets"],
+                job_id,
+                [k[0] for k in changed],
+                [k[1] for k in changed],
+                [counts[k] for k in changed],
+            )
 
     # -- lease ----------------------------------------------------------------------------------
 
@@ -439,8 +466,26 @@ class PostgresFrontier:
         for job_id, reqs in sorted(discovered.items()):
             _, new = await self._enqueue(conn, job_id, reqs)
             new_domains.extend(new)
-        await self._release_domains(conn, Counter(r[2] for r in rows))
+        domain_of = {r[0]: r[2] for r in rows}
+        events: dict[str, list[pace.Event]] = {}
+        for c in done:
+            events.setdefault(domain_of[c.lease.id], []).append(pace.event_of_completion(c))
+        await self._pace(conn, now, Counter(r[2] for r in rows), events)
         return set(job_of)
+
+    async def _pace(
+        self, conn: Conn, now: float, freed: Counter[str], events: dict[str, list[pace.Event]]
+    ) -> None:
+        """Free the batch's domain slots and fold its outcomes into their pacing."""
+        if not freed:
+            return
+        rows = await conn.fetch(Q["pace_read"], sorted(freed))
+        values = []
+        for row in rows:
+            domain = pace.state_from_row(tuple(row))
+            state = pace.apply(domain, self.pacing, now, events.get(domain.domain, ()))
+            values.append((domain.domain, freed[domain.domain], *pace.write_values(state)))
+        await conn.execute(Q["pace_write"], *_columns(values, 13))
 
     async def fail(self, items: Sequence[Failure]) -> set[int]:
         if not items:
@@ -460,11 +505,17 @@ class PostgresFrontier:
             [f.status for f in ordered],
             [f.outcome for f in ordered],
             [f.route for f in ordered],
+            [f.count_attempt for f in ordered],
         )
+        by_id = {f.lease.id: f for f in ordered}
 
         async def tx(conn: Conn) -> set[int]:
-            rows = await conn.fetch(Q["fail"], self.clock(), *args)
-            await self._release_domains(conn, Counter(r[1] for r in rows))
+            now = self.clock()
+            rows = await conn.fetch(Q["fail"], now, *args)
+            events: dict[str, list[pace.Event]] = {}
+            for r in sorted(rows, key=lambda r: r[0]):
+                events.setdefault(r[1], []).append(pace.event_of_failure(by_id[r[0]]))
+            await self._pace(conn, now, Counter(r[1] for r in rows), events)
             return {r[0] for r in rows}
 
         return await self._run(tx)
@@ -485,6 +536,14 @@ class PostgresFrontier:
         await self._run(lambda c: self._upsert_domain(c, domain, limits))
         self._known_domains.add(domain)
 
+    async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
+        floor = pace.crawl_floor(self.pacing, seconds)
+        await self._run(lambda c: c.execute(Q["set_crawl_delay"], domain, floor))
+
+    async def domain_state(self, domain: str) -> DomainState | None:
+        row = await self._run(lambda c: c.fetchrow(Q["domain_state"], domain), write=False)
+        return None if row is None else pace.state_from_row(tuple(row))
+
     # -- reading --------------------------------------------------------------------------------
 
     async def stats(self, job: str) -> JobStats:
@@ -492,7 +551,14 @@ class PostgresFrontier:
         if j is None:
             raise StoreError(f"no job named {job!r} in {self._where()}")
         now = self.clock()
-        s = await self._run(lambda c: c.fetchrow(Q["count_states"], now, j.id), write=False)
+
+        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int]]:
+            counts = await conn.fetchrow(Q["count_states"], now, j.id)
+            traps = dict(await conn.fetch(Q["traps_by_domain"], j.id))
+            histogram = dict(await conn.fetch(Q["attempts_histogram"], j.id))
+            return counts, traps, histogram
+
+        s, traps, histogram = await self._run(read, write=False)
         return JobStats(
             job=job,
             state=j.state,
@@ -506,6 +572,9 @@ class PostgresFrontier:
             oldest_queued_age=max(0.0, now - s[7]) if s[7] is not None else 0.0,
             records=s[8],
             quarantined=s[9],
+            traps=sum(traps.values()),
+            traps_by_domain=traps,
+            attempts_histogram=histogram,
         )
 
     async def is_finished(self, job: str) -> bool:
@@ -615,3 +684,25 @@ def _line(exc: BaseException) -> str:
     """One line about ``exc``: its class and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
+    """The ``insert_requests`` columns of one request, in the order of its arrays."""
+    return (
+        r.fingerprint,
+        r.url,
+        r.domain,
+        r.priority,
+        r.depth,
+        r.callback,
+        _dumps(r.meta) if r.meta else None,
+        r.method,
+        r.body,
+        r.fetcher,
+        r.max_attempts or defaults.max_attempts,
+    )
+
+
+def _append_row(cols: tuple[list[Any], ...], values: Sequence[Any]) -> None:
+    for col, value in zip(cols, values, strict=True):
+        col.append(value)

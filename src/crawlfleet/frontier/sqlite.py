@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crawlfleet.errors import StoreError
+from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.base import (
     ACTIVE_WINDOW,
     Attempt,
@@ -26,6 +27,7 @@ from crawlfleet.frontier.base import (
     DeadLetter,
     DeadReason,
     DomainLimits,
+    DomainState,
     Failure,
     Job,
     JobSpec,
@@ -37,7 +39,10 @@ from crawlfleet.frontier.base import (
     QuarantineRow,
     RecordRow,
 )
+from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings, settings_with_defaults
 from crawlfleet.frontier.sql import queries
+from crawlfleet.policy.pacing import PacingConfig
+from crawlfleet.policy.traps import budget_keys, over_budget
 
 T = TypeVar("T")
 Q = queries("sqlite")
@@ -46,7 +51,11 @@ Q = queries("sqlite")
 PACING_HORIZON = 2.0
 #: most domains looked at per lease call; the rest get their turn at the next call
 DOMAINS_PER_LEASE = 256
-SCHEMA_VERSION = 1
+#: the base schema (the ``schema`` block) is version 1; ``migration_NNNN_x`` blocks follow it
+MIGRATIONS = sorted(
+    (int(name.split("_")[1]), sql) for name, sql in Q.items() if name.startswith("migration_")
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0] if MIGRATIONS else 1
 #: seconds between passive WAL checkpoints of one process (see _maybe_checkpoint)
 CHECKPOINT_EVERY = 1.0
 #: seconds a writer waits for the write lock before giving up
@@ -60,14 +69,21 @@ def _dumps(value: Any) -> str:
 class SQLiteFrontier:
     """The frontier contract on one SQLite file (``sqlite:///path/queue.db``)."""
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        pacing: PacingConfig | None = None,
+    ) -> None:
         self.path = Path(path)
         self.clock = clock
+        self.pacing = pacing or PacingConfig()
         self._db: sqlite3.Connection | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawlfleet-sqlite")
         self._last_checkpoint = time.monotonic()
         self._job_ids: dict[str, int] = {}
-        self._job_defaults: dict[int, tuple[DomainLimits, dict[str, DomainLimits], int]] = {}
+        self._job_defaults: dict[int, JobDefaults] = {}
 
     def __repr__(self) -> str:
         return f"<SQLiteFrontier {self.path}>"
@@ -139,10 +155,8 @@ class SQLiteFrontier:
             db.execute("PRAGMA temp_store=MEMORY")
             db.execute("PRAGMA cache_size=-65536")
             db.executescript(Q["schema"])
-            db.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
+            db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1')")
+            self._write(self._migrate)(db)
             return db
 
         loop = asyncio.get_running_loop()
@@ -150,6 +164,17 @@ class SQLiteFrontier:
             self._db = await loop.run_in_executor(self._pool, connect, None)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open queue store {self.path}: {exc}") from exc
+
+    @staticmethod
+    def _migrate(db: sqlite3.Connection) -> None:
+        """Apply the migrations newer than the file's schema version (under the write lock, so
+        processes opening one file at once migrate it once)."""
+        (version,) = db.execute(Q["schema_version"]).fetchone()
+        for number, sql in MIGRATIONS:
+            if number > version:
+                for statement in _statements(sql):
+                    db.execute(statement)
+                db.execute(Q["set_schema_version"], (str(number),))
 
     async def close(self) -> None:
         if self._db is not None:
@@ -167,11 +192,7 @@ class SQLiteFrontier:
     # -- jobs -----------------------------------------------------------------------------------
 
     async def submit_job(self, spec: JobSpec) -> Job:
-        settings = dict(spec.settings)
-        settings["_limits"] = {
-            "default": [spec.default_limits.max_in_flight, spec.default_limits.min_delay],
-            "domains": {d: [v.max_in_flight, v.min_delay] for d, v in spec.domain_limits.items()},
-        }
+        settings = settings_with_defaults(spec)
         args = {
             "name": spec.name,
             "spider": spec.spider,
@@ -198,13 +219,8 @@ class SQLiteFrontier:
 
     def _job_from_row(self, row: Sequence[Any]) -> Job:
         settings = json.loads(row[4])
-        limits = settings.pop("_limits", None) or {"default": [8, 0.0], "domains": {}}
         self._job_ids[row[1]] = row[0]
-        self._job_defaults[row[0]] = (
-            DomainLimits(*limits["default"]),
-            {d: DomainLimits(*v) for d, v in limits["domains"].items()},
-            row[6],
-        )
+        self._job_defaults[row[0]] = defaults_from_settings(settings, row[6])
         return Job(row[0], row[1], row[2], JobState(row[3]), settings, row[5])
 
     async def get_job(self, name: str) -> Job | None:
@@ -232,40 +248,69 @@ class SQLiteFrontier:
         return await self._run(self._write(lambda db: self._enqueue(db, job_id, requests)))
 
     def _enqueue(self, db: sqlite3.Connection, job_id: int, requests: Iterable[NewRequest]) -> int:
-        default, per_domain, max_attempts = self._job_defaults[job_id]
+        defaults = self._job_defaults[job_id]
         now = self.clock()
         before = db.total_changes
+        after_id = db.execute(Q["last_request_id"]).fetchone()[0]
         domains: set[str] = set()
-        rows = []
+        rows, traps = [], []
         for r in requests:
-            domains.add(r.domain)
-            rows.append(
-                (
-                    job_id,
-                    r.fingerprint,
-                    r.url,
-                    r.domain,
-                    r.priority,
-                    r.depth,
-                    r.callback,
-                    _dumps(r.meta) if r.meta else None,
-                    r.method,
-                    r.body,
-                    r.fetcher,
-                    r.max_attempts or max_attempts,
-                    now,
-                    now,
-                )
+            row = (
+                job_id,
+                r.fingerprint,
+                r.url,
+                r.domain,
+                r.priority,
+                r.depth,
+                r.callback,
+                _dumps(r.meta) if r.meta else None,
+                r.method,
+                r.body,
+                r.fetcher,
+                r.max_attempts or defaults.max_attempts,
             )
+            if r.trap is None:
+                domains.add(r.domain)
+                rows.append((*row, now, now))
+            else:
+                traps.append((*row, f"trap: {r.trap}", now, now, now))
         db.executemany(Q["insert_request"], rows)
+        db.executemany(Q["insert_trap"], traps)
         added = db.total_changes - before
+        if defaults.budgeted:
+            self._budget(db, job_id, defaults, after_id, now)
+        if traps or defaults.budgeted:
+            db.execute(Q["trap_history"], {"now": now, "after": after_id})
         for domain in domains:
-            limits = per_domain.get(domain, default)
+            limits = defaults.limits_for(domain)
             db.execute(
                 Q["insert_domain"],
                 (domain, limits.max_in_flight, limits.min_delay, limits.min_delay),
             )
         return added
+
+    @staticmethod
+    def _budget(
+        db: sqlite3.Connection, job_id: int, defaults: JobDefaults, after_id: int, now: float
+    ) -> None:
+        """Turn the new requests over their host or pattern budget into dead(trap) rows."""
+        new = db.execute(Q["new_requests"], (after_id,)).fetchall()
+        if not new:
+            return
+        keys: dict[str, set[str]] = {}
+        for _, url, domain in new:
+            for kind, key in budget_keys(url, domain, defaults.traps):
+                keys.setdefault(kind, set()).add(key)
+        used = {
+            (kind, key): n
+            for k, ks in keys.items()
+            for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, _dumps(sorted(ks))))
+        }
+        trapped, counts = over_budget(new, used, defaults.traps)
+        db.executemany(
+            Q["trap_request"], [(f"trap: {why}", now, rid) for rid, why in trapped.items()]
+        )
+        db.executemany(Q["budget_used"], [(job_id, k, key, n) for (k, key), n in counts.items()])
 
     # -- lease ----------------------------------------------------------------------------------
 
@@ -439,6 +484,7 @@ class SQLiteFrontier:
         ids = _dumps([c.lease.id for c in items])
         held = {rid: (tok, job_id, dom) for rid, tok, job_id, dom in db.execute(Q["held"], (ids,))}
         done = []
+        events: dict[str, list[pace.Event]] = {}
         for c in items:
             h = held.get(c.lease.id)
             if h is None or h[0] != c.lease.token or c.lease.id in accepted:
@@ -447,6 +493,7 @@ class SQLiteFrontier:
             accepted.add(c.lease.id)
             done.append((c.status, now, c.lease.id))
             freed[domain] += 1
+            events.setdefault(domain, []).append(pace.event_of_completion(c))
             records.extend(
                 (
                     job_id,
@@ -482,9 +529,26 @@ class SQLiteFrontier:
         db.executemany(Q["insert_content"], contents)
         for job_id, reqs in discovered.items():
             self._enqueue(db, job_id, reqs)
-        for domain, n in freed.items():
-            db.execute(Q["domain_released"], (n, domain))
+        self._pace(db, now, freed, events)
         return accepted
+
+    def _pace(
+        self,
+        db: sqlite3.Connection,
+        now: float,
+        freed: Counter[str],
+        events: dict[str, list[pace.Event]],
+    ) -> None:
+        """Free the batch's domain slots and fold its outcomes into their pacing."""
+        if not freed:
+            return
+        rows = db.execute(Q["pace_read"], (_dumps(sorted(freed)),)).fetchall()
+        updates = []
+        for row in rows:
+            domain = pace.state_from_row(row)
+            state = pace.apply(domain, self.pacing, now, events.get(domain.domain, ()))
+            updates.append((freed[domain.domain], *pace.write_values(state), domain.domain))
+        db.executemany(Q["pace_write"], updates)
 
     async def fail(self, items: Sequence[Failure]) -> set[int]:
         if not items:
@@ -494,6 +558,7 @@ class SQLiteFrontier:
             now = self.clock()
             accepted: set[int] = set()
             freed: Counter[str] = Counter()
+            events: dict[str, list[pace.Event]] = {}
             for f in items:
                 row = db.execute(
                     Q["fail"],
@@ -507,6 +572,7 @@ class SQLiteFrontier:
                         "now": now,
                         "id": f.lease.id,
                         "token": f.lease.token,
+                        "counted": int(f.count_attempt),
                     },
                 ).fetchone()
                 if row is None:
@@ -514,12 +580,13 @@ class SQLiteFrontier:
                 domain, attempts = row
                 accepted.add(f.lease.id)
                 freed[domain] += 1
+                events.setdefault(domain, []).append(pace.event_of_failure(f))
+                n = attempts if f.count_attempt else attempts + 1
                 db.execute(
                     Q["insert_attempt"],
-                    (f.lease.id, attempts, now, f.outcome, f.status, f.error, f.route),
+                    (f.lease.id, n, now, f.outcome, f.status, f.error, f.route),
                 )
-            for domain, n in freed.items():
-                db.execute(Q["domain_released"], (n, domain))
+            self._pace(db, now, freed, events)
             return accepted
 
         return await self._run(self._write(tx))
@@ -546,6 +613,16 @@ class SQLiteFrontier:
     async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
         await self._run(self._write(lambda db: self._upsert_domain(db, domain, limits)))
 
+    async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
+        args = {"domain": domain, "floor": pace.crawl_floor(self.pacing, seconds)}
+        await self._run(self._write(lambda db: db.execute(Q["set_crawl_delay"], args)))
+
+    async def domain_state(self, domain: str) -> DomainState | None:
+        rows = await self._run(
+            lambda db: db.execute(Q["pace_read"], (_dumps([domain]),)).fetchall()
+        )
+        return pace.state_from_row(rows[0]) if rows else None
+
     # -- reading --------------------------------------------------------------------------------
 
     async def stats(self, job: str) -> JobStats:
@@ -557,6 +634,7 @@ class SQLiteFrontier:
             now = self.clock()
             s = db.execute(Q["count_states"], {"now": now, "job_id": j.id}).fetchone()
             rec, quar = db.execute(Q["count_records"], {"job_id": j.id}).fetchone()
+            traps = dict(db.execute(Q["traps_by_domain"], (j.id,)).fetchall())
             return JobStats(
                 job=job,
                 state=j.state,
@@ -570,6 +648,9 @@ class SQLiteFrontier:
                 oldest_queued_age=max(0.0, now - s[7]) if s[7] is not None else 0.0,
                 records=rec,
                 quarantined=quar,
+                traps=sum(traps.values()),
+                traps_by_domain=traps,
+                attempts_histogram=dict(db.execute(Q["attempts_histogram"], (j.id,)).fetchall()),
             )
 
         return await self._run(read)
@@ -653,3 +734,9 @@ class SQLiteFrontier:
             return n
 
         return await self._run(self._write(tx))
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration block (``;`` at a line end ends one; comments dropped)."""
+    lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
+    return [part.strip() for part in "\n".join(lines).split(";\n") if part.strip().rstrip(";")]

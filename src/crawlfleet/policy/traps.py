@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-__all__ = ["TrapRules", "check_url", "url_pattern"]
+__all__ = ["TrapRules", "budget_keys", "check_url", "over_budget", "url_pattern"]
 
 
 @dataclass(frozen=True)
@@ -96,3 +97,39 @@ def url_pattern(url: str) -> str:
     if keys:
         pattern += "?" + "&".join(sorted(keys)[:_MAX_KEYS])
     return pattern
+
+
+def budget_keys(url: str, domain: str, rules: TrapRules) -> list[tuple[str, str]]:
+    """The budget counters a new request of ``domain`` draws on: ``("host", domain)`` and
+    ``("pattern", url_pattern(url))``, each only when its budget is set."""
+    keys = []
+    if rules.host_page_budget is not None:
+        keys.append(("host", domain))
+    if rules.pattern_budget is not None:
+        keys.append(("pattern", url_pattern(url)))
+    return keys
+
+
+def over_budget(
+    new: Sequence[tuple[int, str, str]],
+    used: Mapping[tuple[str, str], int],
+    rules: TrapRules,
+) -> tuple[dict[int, str], dict[tuple[str, str], int]]:
+    """Which new requests ``(id, url, domain)`` exceed their host or pattern budget, in order.
+
+    ``used`` holds the counters as stored (missing: 0). Returns ``{id: reason}`` for those over
+    budget (reason ``"host_budget"`` or ``"pattern_budget"``) and the new counter values of the
+    keys that changed. A request over budget does not use up any budget.
+    """
+    limits = {"host": rules.host_page_budget, "pattern": rules.pattern_budget}
+    counts: dict[tuple[str, str], int] = {}
+    trapped: dict[int, str] = {}
+    for rid, url, domain in new:
+        keys = budget_keys(url, domain, rules)
+        over = next((k for k in keys if counts.get(k, used.get(k, 0)) >= (limits[k[0]] or 0)), None)
+        if over is not None:
+            trapped[rid] = f"{over[0]}_budget"
+            continue
+        for k in keys:
+            counts[k] = counts.get(k, used.get(k, 0)) + 1
+    return trapped, counts

@@ -137,6 +137,32 @@ CREATE TABLE workers (
 );
 CREATE INDEX requests_owner ON requests (lease_owner, domain) WHERE state = 'leased';
 
+-- name: migration_0003_pacing
+-- Adaptive pacing held per domain (policy.pacing.PacingState, applied by complete and fail), the
+-- robots.txt Crawl-delay floor, and trap budget counters. concurrency is the current cap on
+-- in-flight requests (max_in_flight is the configured one); the lease reads it.
+ALTER TABLE domains
+    ADD COLUMN concurrency   integer NOT NULL DEFAULT 0,
+    ADD COLUMN delay_floor   double precision NOT NULL DEFAULT 0,
+    ADD COLUMN ewma_latency  double precision,
+    ADD COLUMN errors_in_row integer NOT NULL DEFAULT 0,
+    ADD COLUMN ok_in_row     integer NOT NULL DEFAULT 0,
+    ADD COLUMN slowed_at     double precision NOT NULL DEFAULT 0,
+    ADD COLUMN limit_delay   double precision NOT NULL DEFAULT 0,
+    ADD COLUMN ok_rate       double precision NOT NULL DEFAULT 0,
+    ADD COLUMN rate_at       double precision NOT NULL DEFAULT 0,
+    ADD COLUMN trips         integer NOT NULL DEFAULT 0;
+UPDATE domains SET concurrency = max_in_flight;
+-- requests a job admitted per host ('host', domain) and per URL pattern ('pattern', pattern):
+-- the page budgets are counted here, at enqueue, so they hold across every worker
+CREATE TABLE budgets (
+    job_id bigint NOT NULL,
+    kind   text NOT NULL,
+    key    text COLLATE "C" NOT NULL,
+    used   integer NOT NULL,
+    PRIMARY KEY (job_id, kind, key)
+);
+
 -- name: advisory_lock
 -- Serialises upgrade() across every process starting at once (a fleet boots together); the lock
 -- is per schema and ends with the transaction, so a crashed upgrader cannot leave it held.
@@ -181,19 +207,120 @@ FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[
           max_attempts)
 ON CONFLICT (job_id, fingerprint) DO NOTHING;
 
+-- name: insert_requests_returning
+-- insert_requests for a job with page budgets: the rows actually inserted come back (a duplicate
+-- is not new and draws on no budget)
+INSERT INTO requests
+    (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
+     max_attempts, state, ready_at, created_at)
+SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
+       u.body, u.fetcher, u.max_attempts, 'queued', $2, $2
+FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::jsonb[],
+            $10::text[], $11::bytea[], $12::text[], $13::int[])
+     AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
+          max_attempts)
+ON CONFLICT (job_id, fingerprint) DO NOTHING
+RETURNING id, url, domain;
+
+-- name: insert_traps
+-- links their finder judged traps: dead rows (counted, listed, replayable), never fetched, each
+-- with its one history entry
+WITH inserted AS (
+    INSERT INTO requests
+        (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
+         max_attempts, state, dead_reason, last_error, ready_at, created_at, finished_at)
+    SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
+           u.body, u.fetcher, u.max_attempts, 'dead', 'trap', u.error, $2, $2, $2
+    FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[],
+                $9::jsonb[], $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[])
+         AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
+              max_attempts, error)
+    ON CONFLICT (job_id, fingerprint) DO NOTHING
+    RETURNING id, last_error
+)
+INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
+SELECT id, 0, $2, 'trap', NULL, last_error, NULL FROM inserted;
+
+-- name: lock_budgets
+-- The budget counters of a batch, created at 0 if new and locked (DO UPDATE locks the row) in
+-- (kind, key) order, the same in every transaction: concurrent enqueuers of one host wait for
+-- each other instead of both spending its last pages.
+INSERT INTO budgets (job_id, kind, key, used)
+SELECT $1, u.kind, u.key, 0 FROM unnest($2::text[], $3::text[]) AS u(kind, key)
+ORDER BY u.kind, u.key
+ON CONFLICT (job_id, kind, key) DO UPDATE SET used = budgets.used
+RETURNING kind, key, used;
+
+-- name: set_budgets
+UPDATE budgets b SET used = u.used
+FROM unnest($2::text[], $3::text[], $4::int[]) AS u(kind, key, used)
+WHERE b.job_id = $1 AND b.kind = u.kind AND b.key = u.key;
+
+-- name: trap_requests
+-- new requests over their budget: dead(trap) with their one history entry
+WITH trapped AS (
+    UPDATE requests r SET state = 'dead', dead_reason = 'trap', last_error = u.error,
+        finished_at = $1
+    FROM unnest($2::bigint[], $3::text[]) AS u(id, error)
+    WHERE r.id = u.id
+    RETURNING r.id, r.last_error
+)
+INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
+SELECT id, 0, $1, 'trap', NULL, last_error, NULL FROM trapped;
+
 -- name: insert_domains
 -- first writer wins; set_domain_limits changes an existing domain. Sorted by the caller.
-INSERT INTO domains (domain, max_in_flight, min_delay, delay)
-SELECT u.domain, u.max_in_flight, u.min_delay, u.min_delay
+INSERT INTO domains (domain, max_in_flight, min_delay, delay, concurrency)
+SELECT u.domain, u.max_in_flight, u.min_delay, u.min_delay, u.max_in_flight
 FROM unnest($1::text[], $2::int[], $3::float8[]) AS u(domain, max_in_flight, min_delay)
 ON CONFLICT (domain) DO NOTHING;
 
 -- name: upsert_domain
-INSERT INTO domains (domain, max_in_flight, min_delay, delay) VALUES ($1, $2, $3, $3)
+-- A raised limit is granted at once; a lowered one clamps the adaptive concurrency; an unchanged
+-- one (a job submitted again) keeps what pacing learned.
+INSERT INTO domains (domain, max_in_flight, min_delay, delay, concurrency)
+VALUES ($1, $2, $3, $3, $2)
 ON CONFLICT (domain) DO UPDATE SET
+    concurrency = CASE WHEN excluded.max_in_flight > domains.max_in_flight
+                       THEN excluded.max_in_flight
+                       ELSE least(domains.concurrency, excluded.max_in_flight) END,
     max_in_flight = excluded.max_in_flight,
     min_delay = excluded.min_delay,
-    delay = greatest(domains.delay, excluded.min_delay);
+    delay = greatest(domains.delay, excluded.min_delay, domains.delay_floor);
+
+-- name: set_crawl_delay
+UPDATE domains SET delay_floor = $2, delay = greatest(delay, $2) WHERE domain = $1;
+
+-- name: pace_read
+-- The domains of a complete/fail batch, locked in domain order (the lock order of this file),
+-- to fold the batch's outcomes into their pacing in Python (frontier.pacing, one pure function
+-- for every backend) and write them back with pace_write in the same transaction.
+SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, ewma_latency,
+       blocked_until, errors_in_row, ok_in_row, delay_floor, slowed_at, limit_delay, ok_rate,
+       rate_at, trips
+FROM domains WHERE domain = ANY ($1::text[])
+ORDER BY domain
+FOR UPDATE;
+
+-- name: domain_state
+SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, ewma_latency,
+       blocked_until, errors_in_row, ok_in_row, delay_floor, slowed_at, limit_delay, ok_rate,
+       rate_at, trips
+FROM domains WHERE domain = $1;
+
+-- name: pace_write
+UPDATE domains d SET
+    in_flight = greatest(0, d.in_flight - u.freed), delay = u.delay,
+    concurrency = u.concurrency, ewma_latency = u.ewma_latency,
+    blocked_until = u.blocked_until, errors_in_row = u.errors_in_row, ok_in_row = u.ok_in_row,
+    slowed_at = u.slowed_at, limit_delay = u.limit_delay, ok_rate = u.ok_rate,
+    rate_at = u.rate_at, trips = u.trips
+FROM unnest($1::text[], $2::int[], $3::float8[], $4::int[], $5::float8[], $6::float8[],
+            $7::int[], $8::int[], $9::float8[], $10::float8[], $11::float8[], $12::float8[],
+            $13::int[])
+     AS u(domain, freed, delay, concurrency, ewma_latency, blocked_until, errors_in_row,
+          ok_in_row, slowed_at, limit_delay, ok_rate, rate_at, trips)
+WHERE d.domain = u.domain;
 
 -- name: rescue_expired
 -- An expired lease counted its attempt when it was taken: back to the queue, or dead when that
@@ -239,7 +366,7 @@ GROUP BY domain;
 -- soon as the batch is full, so a lease touches only the domains and rows it hands out (a plan
 -- that sorts or hashes every queued row, as an EXISTS semi-join would, costs milliseconds).
 --
--- cand: domains with a free in-flight slot, not backed off and with a pacing slot within the
+-- cand: domains with a free in-flight slot (below concurrency, the adaptive cap), not backed off and with a pacing slot within the
 --   horizon, oldest-served first (a domain with a million URLs cannot starve ten small ones).
 --   FOR UPDATE SKIP LOCKED on the domain row is what makes pacing hold across the fleet: while
 --   one leaser hands out a domain's slots, another skips that domain (it does not wait, and it
@@ -262,13 +389,13 @@ WITH active AS (
     SELECT m.domain, m.n FROM unnest($10::text[], $11::int[]) AS m (domain, n)
 ), cand AS MATERIALIZED (
     SELECT d.domain,
-           least(d.max_in_flight - d.in_flight,
-                 (d.max_in_flight + $9 - 1) / $9 - coalesce(m.n, 0)) AS free,
+           least(d.concurrency - d.in_flight,
+                 (d.concurrency + $9 - 1) / $9 - coalesce(m.n, 0)) AS free,
            d.delay, greatest(d.next_at, $1) AS start, d.last_lease_at
     FROM domains d LEFT JOIN mine m ON m.domain = d.domain
-    WHERE d.in_flight < d.max_in_flight AND d.blocked_until <= $1 AND d.next_at <= $2
+    WHERE d.in_flight < d.concurrency AND d.blocked_until <= $1 AND d.next_at <= $2
       AND d.domain <> ALL ($8::text[])
-      AND (d.max_in_flight + $9 - 1) / $9 > coalesce(m.n, 0)
+      AND (d.concurrency + $9 - 1) / $9 > coalesce(m.n, 0)
     ORDER BY d.last_lease_at, d.domain
     LIMIT $3
     FOR UPDATE OF d SKIP LOCKED
@@ -349,9 +476,11 @@ RETURNING r.id, r.job_id, r.domain;
 
 -- name: fail
 -- No retry_at: dead with its reason. The attempt goes to the history in the same statement.
+-- counted = false (robots.txt unreachable): the attempt the lease counted is given back.
 WITH failed AS (
     UPDATE requests r SET
         state = CASE WHEN u.retry_at IS NULL THEN 'dead' ELSE 'queued' END,
+        attempts = r.attempts - CASE WHEN u.counted THEN 0 ELSE 1 END,
         ready_at = coalesce(u.retry_at, r.ready_at),
         dead_reason = u.dead_reason,
         last_error = u.error,
@@ -359,13 +488,14 @@ WITH failed AS (
         finished_at = CASE WHEN u.retry_at IS NULL THEN $1::float8 END,
         lease_owner = NULL
     FROM unnest($2::bigint[], $3::bigint[], $4::float8[], $5::text[], $6::text[], $7::int[],
-                $8::text[], $9::text[])
-         AS u(id, token, retry_at, dead_reason, error, status, outcome, route)
+                $8::text[], $9::text[], $10::bool[])
+         AS u(id, token, retry_at, dead_reason, error, status, outcome, route, counted)
     WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
-    RETURNING r.id, r.domain, r.attempts, u.outcome, u.status, u.error, u.route
+    RETURNING r.id, r.domain, r.attempts + CASE WHEN u.counted THEN 0 ELSE 1 END AS n,
+              u.outcome, u.status, u.error, u.route
 ), history AS (
     INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
-    SELECT id, attempts, $1::float8, outcome, status, error, route FROM failed
+    SELECT id, n, $1::float8, outcome, status, error, route FROM failed
 )
 SELECT id, domain FROM failed;
 
@@ -407,11 +537,22 @@ SELECT
     count(*) FILTER (WHERE state = 'done'),
     count(*) FILTER (WHERE state = 'dead'),
     count(*) FILTER (WHERE attempts > 1),
-    coalesce(sum(attempts - 1) FILTER (WHERE state IN ('done', 'dead')), 0),
+    coalesce(sum(attempts - 1) FILTER (WHERE state IN ('done', 'dead') AND attempts > 0), 0),
     min(created_at) FILTER (WHERE state = 'queued' AND ready_at <= $1),
     (SELECT count(*) FROM records WHERE job_id = $2),
     (SELECT count(*) FROM quarantine WHERE job_id = $2)
 FROM requests WHERE job_id = $2;
+
+-- name: attempts_histogram
+-- finished requests by attempts taken (traps, never fetched, have 0 and are left out)
+SELECT attempts, count(*)::int FROM requests
+WHERE job_id = $1 AND state IN ('done', 'dead') AND attempts > 0
+GROUP BY attempts;
+
+-- name: traps_by_domain
+SELECT domain, count(*)::int FROM requests
+WHERE job_id = $1 AND state = 'dead' AND dead_reason = 'trap'
+GROUP BY domain;
 
 -- name: unfinished
 SELECT EXISTS (SELECT FROM requests WHERE job_id = $1 AND state IN ('queued', 'leased'));

@@ -126,6 +126,38 @@ CREATE TABLE IF NOT EXISTS content (
     PRIMARY KEY (job_id, hash)
 ) WITHOUT ROWID;
 
+-- name: migration_0002_pacing
+-- Schema version 2: adaptive pacing held per domain (policy.pacing.PacingState, applied by
+-- complete and fail), the robots.txt Crawl-delay floor, and trap budget counters.
+-- concurrency is the current cap on in-flight requests (max_in_flight is the configured one).
+-- Statements are split on ";" + newline and run in one transaction by the opener.
+ALTER TABLE domains ADD COLUMN concurrency INTEGER NOT NULL DEFAULT 0;
+UPDATE domains SET concurrency = max_in_flight;
+ALTER TABLE domains ADD COLUMN delay_floor REAL NOT NULL DEFAULT 0;
+ALTER TABLE domains ADD COLUMN ewma_latency REAL;
+ALTER TABLE domains ADD COLUMN errors_in_row INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE domains ADD COLUMN ok_in_row INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE domains ADD COLUMN slowed_at REAL NOT NULL DEFAULT 0;
+ALTER TABLE domains ADD COLUMN limit_delay REAL NOT NULL DEFAULT 0;
+ALTER TABLE domains ADD COLUMN ok_rate REAL NOT NULL DEFAULT 0;
+ALTER TABLE domains ADD COLUMN rate_at REAL NOT NULL DEFAULT 0;
+ALTER TABLE domains ADD COLUMN trips INTEGER NOT NULL DEFAULT 0;
+-- requests a job admitted per host ("host", domain) and per URL pattern ("pattern", pattern):
+-- the page budgets are counted here, at enqueue, so they hold across every worker
+CREATE TABLE budgets (
+    job_id INTEGER NOT NULL,
+    kind   TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    used   INTEGER NOT NULL,
+    PRIMARY KEY (job_id, kind, key)
+) WITHOUT ROWID;
+
+-- name: schema_version
+SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version';
+
+-- name: set_schema_version
+UPDATE meta SET value = ? WHERE key = 'schema_version';
+
 -- name: submit_job
 INSERT INTO jobs (name, spider, settings, max_attempts, created_at)
 VALUES (:name, :spider, :settings, :max_attempts, :now)
@@ -141,6 +173,38 @@ SELECT id, name, spider, state, settings, created_at, max_attempts FROM jobs ORD
 -- name: set_job_state
 UPDATE jobs SET state = ? WHERE name = ?;
 
+-- name: last_request_id
+-- inside the write transaction: rows inserted after this are exactly the new ones
+SELECT coalesce(max(id), 0) FROM requests;
+
+-- name: new_requests
+SELECT id, url, domain FROM requests WHERE id > ? AND state = 'queued' ORDER BY id;
+
+-- name: budgets_of
+SELECT kind, key, used FROM budgets
+WHERE job_id = ? AND kind = ? AND key IN (SELECT value FROM json_each(?));
+
+-- name: budget_used
+INSERT INTO budgets (job_id, kind, key, used) VALUES (?, ?, ?, ?)
+ON CONFLICT (job_id, kind, key) DO UPDATE SET used = excluded.used;
+
+-- name: trap_request
+UPDATE requests SET state = 'dead', dead_reason = 'trap', last_error = ?, finished_at = ?
+WHERE id = ?;
+
+-- name: insert_trap
+-- a link its finder judged a trap: a dead row (counted, listed, replayable), never fetched
+INSERT OR IGNORE INTO requests
+    (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
+     max_attempts, state, dead_reason, last_error, ready_at, created_at, finished_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dead', 'trap', ?, ?, ?, ?);
+
+-- name: trap_history
+-- every trap row inserted by this enqueue gets its one history entry
+INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
+SELECT id, 0, :now, 'trap', NULL, last_error, NULL FROM requests
+WHERE id > :after AND state = 'dead' AND dead_reason = 'trap';
+
 -- name: insert_request
 INSERT OR IGNORE INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
@@ -149,14 +213,37 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?);
 
 -- name: insert_domain
 -- first writer wins; set_domain_limits changes an existing domain
-INSERT OR IGNORE INTO domains (domain, max_in_flight, min_delay, delay) VALUES (?, ?, ?, ?);
+INSERT OR IGNORE INTO domains (domain, max_in_flight, min_delay, delay, concurrency)
+VALUES (?1, ?2, ?3, ?4, ?2);
 
 -- name: upsert_domain
-INSERT INTO domains (domain, max_in_flight, min_delay, delay) VALUES (?, ?, ?, ?)
+-- A raised limit is granted at once; a lowered one clamps the adaptive concurrency; an unchanged
+-- one (a job submitted again) keeps what pacing learned.
+INSERT INTO domains (domain, max_in_flight, min_delay, delay, concurrency) VALUES (?1, ?2, ?3, ?4, ?2)
 ON CONFLICT (domain) DO UPDATE SET
+    concurrency = CASE WHEN excluded.max_in_flight > domains.max_in_flight
+                       THEN excluded.max_in_flight
+                       ELSE min(domains.concurrency, excluded.max_in_flight) END,
     max_in_flight = excluded.max_in_flight,
     min_delay = excluded.min_delay,
-    delay = max(domains.delay, excluded.min_delay);
+    delay = max(domains.delay, excluded.min_delay, domains.delay_floor);
+
+-- name: set_crawl_delay
+UPDATE domains SET delay_floor = :floor, delay = max(delay, :floor) WHERE domain = :domain;
+
+-- name: pace_read
+-- the domains of a complete/fail batch, to fold its outcomes into their pacing (frontier.pacing)
+SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, ewma_latency,
+       blocked_until, errors_in_row, ok_in_row, delay_floor, slowed_at, limit_delay, ok_rate,
+       rate_at, trips
+FROM domains WHERE domain IN (SELECT value FROM json_each(?));
+
+-- name: pace_write
+UPDATE domains SET
+    in_flight = max(0, in_flight - ?), delay = ?, concurrency = ?, ewma_latency = ?,
+    blocked_until = ?, errors_in_row = ?, ok_in_row = ?, slowed_at = ?, limit_delay = ?,
+    ok_rate = ?, rate_at = ?, trips = ?
+WHERE domain = ?;
 
 -- name: rescue_expired
 -- An expired lease counted its attempt when it was taken: back to the queue, or dead when that
@@ -174,9 +261,10 @@ RETURNING id, domain, attempts;
 -- name: lease_domains
 -- Candidate domains: a free in-flight slot, not backed off, a pacing slot within the horizon.
 -- Oldest-served first, so a domain with a million URLs cannot starve ten small ones.
-SELECT domain, max_in_flight - in_flight, delay, next_at, max_in_flight
+-- concurrency is the domain's current (adaptive) cap, at most max_in_flight.
+SELECT domain, concurrency - in_flight, delay, next_at, concurrency
 FROM domains
-WHERE in_flight < max_in_flight AND blocked_until <= :now AND next_at <= :horizon
+WHERE in_flight < concurrency AND blocked_until <= :now AND next_at <= :horizon
 ORDER BY last_lease_at
 LIMIT :limit;
 
@@ -255,8 +343,10 @@ UPDATE requests SET state = 'done', status = ?, finished_at = ?, lease_owner = N
 WHERE id = ?;
 
 -- name: fail
+-- :counted = 0 (robots.txt unreachable): the attempt the lease counted is given back
 UPDATE requests SET
     state = CASE WHEN :retry_at IS NULL THEN 'dead' ELSE 'queued' END,
+    attempts = attempts - (1 - :counted),
     ready_at = coalesce(:retry_at, ready_at),
     dead_reason = :dead_reason,
     last_error = :error,
@@ -298,9 +388,20 @@ SELECT
     sum(state = 'done'),
     sum(state = 'dead'),
     sum(attempts > 1),
-    sum(CASE WHEN state IN ('done', 'dead') THEN attempts - 1 ELSE 0 END),
+    sum(CASE WHEN state IN ('done', 'dead') AND attempts > 0 THEN attempts - 1 ELSE 0 END),
     min(CASE WHEN state = 'queued' AND ready_at <= :now THEN created_at END)
 FROM requests WHERE job_id = :job_id;
+
+-- name: attempts_histogram
+-- finished requests by attempts taken (traps, never fetched, have 0 and are left out)
+SELECT attempts, count(*) FROM requests
+WHERE job_id = ? AND state IN ('done', 'dead') AND attempts > 0
+GROUP BY attempts;
+
+-- name: traps_by_domain
+SELECT domain, count(*) FROM requests
+WHERE job_id = ? AND state = 'dead' AND dead_reason = 'trap'
+GROUP BY domain;
 
 -- name: count_records
 SELECT (SELECT count(*) FROM records WHERE job_id = :job_id),

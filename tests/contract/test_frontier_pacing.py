@@ -1,0 +1,344 @@
+"""The frontier contract, continued: adaptive pacing held in the store, the host circuit, robots
+postponement, attempt history, trap rows and page budgets. Run against every backend."""
+
+from __future__ import annotations
+
+import pytest
+from tests.conftest import FakeClock
+from tests.contract.test_frontier import TTL, job, req, urls
+
+from crawlfleet.frontier.base import (
+    Completion,
+    DeadReason,
+    DomainLimits,
+    Failure,
+    Frontier,
+    JobSpec,
+)
+from crawlfleet.policy.pacing import PacingConfig
+
+CONFIG = PacingConfig()
+
+
+def e429(lease_ref: object, clock: FakeClock, retry_after: float | None = None) -> Failure:
+    return Failure(
+        lease_ref,  # type: ignore[arg-type]
+        "HTTP 429",
+        retry_at=clock.now + 5,
+        status=429,
+        outcome="blocked",
+        latency=0.01,
+        retry_after=retry_after,
+        started_at=clock.now - 0.01,
+    )
+
+
+def no_response(lease_ref: object, clock: FakeClock) -> Failure:
+    return Failure(
+        lease_ref,  # type: ignore[arg-type]
+        "connect: refused",
+        retry_at=clock.now + 1,
+        outcome="retryable_error",
+        started_at=clock.now - 0.01,
+    )
+
+
+async def test_pacing__a_429_with_retry_after_holds_the_whole_domain(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=8))
+    await frontier.enqueue("j", urls(20))
+    first = await frontier.lease("A", 1, TTL)
+    assert await frontier.fail([e429(first[0].ref, clock, retry_after=30)]) == {first[0].id}
+    assert await frontier.lease("A", 20, TTL) == [], "a 429 is never answered at once"
+    clock.advance(29)
+    assert await frontier.lease("A", 20, TTL) == []
+    clock.advance(2)
+    again = await frontier.lease("A", 20, TTL)
+    assert 1 <= len(again) <= 4, "the concurrency was halved"
+    state = await frontier.domain_state("a.test")
+    assert state is not None
+    assert state.pacing.delay == pytest.approx(0.5) and state.pacing.concurrency == 4
+    assert [x.start_at - clock.now for x in again] == pytest.approx(
+        [0.5 * i for i in range(len(again))]
+    )
+
+
+async def test_pacing__a_429_without_retry_after_still_holds_the_domain(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(5))
+    (lease,) = await frontier.lease("A", 1, TTL)
+    await frontier.fail([e429(lease.ref, clock)])
+    assert await frontier.lease("A", 5, TTL) == []
+    clock.advance(0.6)
+    assert await frontier.lease("A", 5, TTL)
+
+
+async def test_pacing__a_burst_of_429s_reported_together_slows_down_once(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=32))
+    await frontier.enqueue("j", urls(40))
+    leases = await frontier.lease("A", 32, TTL)
+    assert len(leases) == 32
+    await frontier.fail([e429(x.ref, clock) for x in leases])
+    state = await frontier.domain_state("a.test")
+    assert state is not None
+    assert (state.pacing.delay, state.pacing.concurrency) == (pytest.approx(0.5), 16)
+    assert state.in_flight == 0
+
+
+async def test_pacing__push_back_teaches_a_ceiling_below_the_accepted_rate(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=4))
+    await frontier.enqueue("j", urls(200))
+    for _ in range(40):  # two seconds at 20 healthy responses a second
+        clock.advance(0.05)
+        (lease,) = await frontier.lease("A", 1, TTL)
+        await frontier.complete([Completion(lease.ref, 200, elapsed=0.01)])
+    (lease,) = await frontier.lease("A", 1, TTL)
+    await frontier.fail([e429(lease.ref, clock, retry_after=1)])
+    state = await frontier.domain_state("a.test")
+    assert state is not None
+    assert 1 / state.pacing.limit_delay == pytest.approx(10, rel=0.15)
+    clock.advance(2)
+    for _ in range(60):  # healthy again: recovery stops at the ceiling
+        leases = await frontier.lease("A", 4, TTL)
+        clock.advance(1)
+        await frontier.complete([Completion(x.ref, 200, elapsed=0.01) for x in leases])
+    state = await frontier.domain_state("a.test")
+    assert state is not None
+    assert state.pacing.delay == pytest.approx(state.pacing.limit_delay)
+
+
+async def test_pacing__healthy_responses_recover_speed_and_width(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=8))
+    await frontier.enqueue("j", urls(100))
+    (lease,) = await frontier.lease("A", 1, TTL)
+    await frontier.fail([e429(lease.ref, clock)])
+    for _ in range(60):
+        clock.advance(1)
+        got = await frontier.lease("A", 1, TTL)
+        await frontier.complete([Completion(x.ref, 200, elapsed=0.01) for x in got])
+    state = await frontier.domain_state("a.test")
+    assert state is not None
+    assert state.pacing.delay == 0.0 and state.pacing.concurrency >= 6
+
+
+async def test_host_circuit__a_host_failing_every_request_is_closed_as_a_whole(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=8))
+    await frontier.enqueue("j", urls(50))
+    leases = await frontier.lease("A", 8, TTL)
+    assert len(leases) == 8
+    await frontier.fail([no_response(x.ref, clock) for x in leases])
+    state = await frontier.domain_state("a.test")
+    assert state is not None
+    assert state.pacing.blocked_until == pytest.approx(clock.now + CONFIG.circuit_base)
+    assert state.pacing.trips == 1, "one batch of failures opens the circuit once"
+    clock.advance(CONFIG.circuit_base - 1)
+    assert await frontier.lease("A", 8, TTL) == [], "closed: no URL is retried meanwhile"
+    clock.advance(2)
+    probe = await frontier.lease("A", 8, TTL)
+    assert len(probe) == 1, "reopened with one probe"
+    await frontier.fail([no_response(probe[0].ref, clock)])
+    state = await frontier.domain_state("a.test")
+    assert state is not None
+    assert state.pacing.blocked_until == pytest.approx(clock.now + 2 * CONFIG.circuit_base)
+
+
+async def test_host_circuit__a_5xx_storm_closes_it_too(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(10))
+    leases = await frontier.lease("A", 5, TTL)
+    fails = [
+        Failure(x.ref, "HTTP 500", retry_at=clock.now + 1, status=500, outcome="retryable_error")
+        for x in leases
+    ]
+    await frontier.fail(fails)
+    clock.advance(2)
+    assert await frontier.lease("A", 5, TTL) == []
+
+
+async def test_crawl_delay__is_a_floor_on_the_domains_delay(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(10) + urls(3, "b.test"))
+    await frontier.set_crawl_delay("a.test", 1.5)
+    await frontier.set_crawl_delay("b.test", 10_000)  # capped
+    leases = [x for x in await frontier.lease("A", 10, TTL) if x.domain == "a.test"]
+    assert [x.start_at - clock.now for x in leases] == pytest.approx([0.0, 1.5])
+    for _ in range(30):  # healthy responses never take it below the floor
+        clock.advance(2)
+        got = await frontier.lease("A", 10, TTL)
+        await frontier.complete([Completion(x.ref, 200, elapsed=0.01) for x in got])
+    a = await frontier.domain_state("a.test")
+    b = await frontier.domain_state("b.test")
+    assert a is not None and b is not None
+    assert a.pacing.delay == 1.5 and a.pacing.floor == 1.5
+    assert b.pacing.floor == CONFIG.crawl_delay_cap
+    await frontier.set_crawl_delay("a.test", None)
+    a = await frontier.domain_state("a.test")
+    assert a is not None and a.pacing.floor == 0.0
+
+
+async def test_concurrency__the_lease_uses_the_domains_current_cap(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=8))
+    await frontier.enqueue("j", urls(40))
+    (lease,) = await frontier.lease("A", 1, TTL)
+    await frontier.fail([e429(lease.ref, clock)])
+    clock.advance(100)  # long enough that every pacing slot is due
+    taken = []
+    for _ in range(10):
+        taken += await frontier.lease("A", 40, TTL)
+        clock.advance(1)
+    assert len(taken) == 4, "8 halved to 4 in flight at most"
+
+
+async def test_robots_unreachable__retried_later_without_using_up_attempts(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, max_attempts=2)
+    await frontier.enqueue("j", urls(1))
+    for _ in range(5):  # a long robots.txt outage: many more postponements than attempts
+        (lease,) = await frontier.lease("A", 1, TTL)
+        assert lease.attempts == 1
+        postpone = Failure(
+            lease.ref,
+            "robots.txt unreachable: HTTP 503",
+            retry_at=clock.now + 60,
+            outcome="robots",
+            retry_after=60,
+            count_attempt=False,
+        )
+        assert await frontier.fail([postpone]) == {lease.id}
+        clock.advance(30)
+        assert await frontier.lease("A", 1, TTL) == [], "the host is held while robots is down"
+        clock.advance(31)
+    (lease,) = await frontier.lease("A", 1, TTL)
+    assert lease.attempts == 1
+    await frontier.fail([Failure(lease.ref, "HTTP 500", dead_reason=DeadReason.TOO_MANY_RETRIES)])
+    (dead,) = await frontier.dead_letters("j")
+    shown = await frontier.dead_letter(dead.id)
+    assert shown is not None
+    assert [(h.n, h.outcome) for h in shown.history] == [(1, "robots")] * 5 + [(1, "error")]
+
+
+async def test_history__lease_expiries_are_attempts_in_dead_show(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, max_attempts=2)
+    await frontier.enqueue("j", urls(1))
+    (lease,) = await frontier.lease("A", 1, TTL)
+    await frontier.fail([Failure(lease.ref, "HTTP 503", retry_at=clock.now, status=503)])
+    await frontier.lease("A", 1, TTL)
+    clock.advance(TTL + 1)
+    await frontier.rescue_expired()
+    (dead,) = await frontier.dead_letters("j", DeadReason.WORKER_LOST)
+    shown = await frontier.dead_letter(dead.id)
+    assert shown is not None
+    assert [(h.n, h.outcome, h.status) for h in shown.history] == [
+        (1, "error", 503),
+        (2, "lease_expired", None),
+    ]
+
+
+async def test_traps__a_link_judged_a_trap_is_a_dead_row_never_leased(
+    frontier: Frontier,
+) -> None:
+    await job(frontier)
+    trap = req("http://a.test/x/x/x/x", trap="repeated_segments")
+    assert await frontier.enqueue("j", [*urls(2), trap]) == 3
+    assert await frontier.enqueue("j", [trap]) == 0, "one dead row per URL"
+    leased = await frontier.lease("A", 10, TTL)
+    assert trap.url not in {x.url for x in leased}
+    stats = await frontier.stats("j")
+    assert (stats.traps, dict(stats.traps_by_domain), stats.dead) == (1, {"a.test": 1}, 1)
+    assert stats.retry_depth_sum == 0 and stats.attempts_histogram == {}
+    (dead,) = await frontier.dead_letters("j", DeadReason.TRAP)
+    shown = await frontier.dead_letter(dead.id)
+    assert shown is not None and dead.url == trap.url
+    assert [(h.n, h.outcome, h.error) for h in shown.history] == [
+        (0, "trap", "trap: repeated_segments")
+    ]
+    assert await frontier.is_finished("j") is False  # the two real ones are still leased
+
+
+async def test_traps__traps_found_on_a_page_are_written_with_its_completion(
+    frontier: Frontier,
+) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(1))
+    (lease,) = await frontier.lease("A", 1, TTL)
+    found = [req("http://a.test/ok"), req("http://b.test/cal/9999", depth=50, trap="depth")]
+    await frontier.complete([Completion(lease.ref, 200, discovered=found)])
+    stats = await frontier.stats("j")
+    assert (stats.queued, stats.traps, dict(stats.traps_by_domain)) == (1, 1, {"b.test": 1})
+
+
+async def test_budgets__a_hosts_page_budget_holds_across_batches_and_producers(
+    frontier: Frontier,
+) -> None:
+    await frontier.submit_job(
+        JobSpec(name="j", spider="s.py", default_limits=DomainLimits(100), page_budget=5)
+    )
+    assert await frontier.enqueue("j", urls(3)) == 3
+    assert await frontier.enqueue("j", urls(3)) == 0, "duplicates draw on no budget"
+    assert await frontier.enqueue("j", urls(8) + urls(2, "b.test")) == 7
+    (lease,) = await frontier.lease("A", 1, TTL)
+    more = [req(f"http://a.test/more/{i}") for i in range(3)]
+    await frontier.complete([Completion(lease.ref, 200, discovered=more)])
+    stats = await frontier.stats("j")
+    assert stats.queued + stats.leased + stats.done == 5 + 2
+    assert dict(stats.traps_by_domain) == {"a.test": 6}
+    reasons = {d.error for d in await frontier.dead_letters("j", DeadReason.TRAP)}
+    assert reasons == {"trap: host_budget"}
+
+
+async def test_budgets__a_url_patterns_budget(frontier: Frontier) -> None:
+    await frontier.submit_job(
+        JobSpec(name="j", spider="s.py", default_limits=DomainLimits(100), pattern_budget=4)
+    )
+    months = [req(f"http://a.test/calendar/2024/{m:02d}") for m in range(1, 13)]
+    other = [req("http://a.test/about"), req("http://a.test/product/7")]
+    assert await frontier.enqueue("j", months[:3] + other) == 5
+    assert await frontier.enqueue("j", months[3:]) == 9
+    stats = await frontier.stats("j")
+    assert stats.queued == 4 + 2 and stats.traps == 8
+    (sample, *_) = await frontier.dead_letters("j", DeadReason.TRAP)
+    assert sample.error == "trap: pattern_budget"
+
+
+async def test_max_attempts__per_request_overrides_the_jobs(frontier: Frontier) -> None:
+    await job(frontier, max_attempts=3)
+    await frontier.enqueue("j", [req("http://a.test/one", max_attempts=1), req("http://a.test/x")])
+    leases = {x.url: x for x in await frontier.lease("A", 2, TTL)}
+    assert leases["http://a.test/one"].max_attempts == 1
+    assert leases["http://a.test/x"].max_attempts == 3
+
+
+async def test_stats__attempts_histogram_and_average_retry_depth(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(4))
+    for _ in range(3):  # request by request: 1, 2 and 3 attempts; the fourth never finishes
+        leases = sorted(await frontier.lease("A", 4, TTL), key=lambda x: x.url)
+        done, *rest = leases
+        await frontier.complete([Completion(done.ref, 200)])
+        await frontier.fail([Failure(x.ref, "HTTP 503", retry_at=clock.now) for x in rest])
+    stats = await frontier.stats("j")
+    assert dict(stats.attempts_histogram) == {1: 1, 2: 1, 3: 1}
+    assert stats.retry_depth_sum == 3
+    assert stats.avg_retry_depth == pytest.approx(1.0)
