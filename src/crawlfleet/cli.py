@@ -21,7 +21,7 @@ import click
 
 from crawlfleet.config import Settings, load_settings
 from crawlfleet.errors import CrawlfleetError, UsageError
-from crawlfleet.frontier.base import DeadReason, Frontier, JobState
+from crawlfleet.frontier.base import DeadReason, Frontier, JobState, JobStats
 from crawlfleet.urls import mask_credentials
 
 T = TypeVar("T")
@@ -71,7 +71,7 @@ def _settings(ctx: click.Context, **overrides: Any) -> Settings:
 def _open(settings: Settings) -> Frontier:
     from crawlfleet.frontier import open_frontier
 
-    return open_frontier(settings.queue)
+    return open_frontier(settings.queue, pacing=settings.pacing_config())
 
 
 def _check_writable(path: str) -> None:
@@ -500,9 +500,27 @@ def status(ctx: click.Context, queue: str | None, job: str | None, as_json: bool
                 f"{s.job}: {state} · queued {s.queued} (+{s.waiting} waiting to retry, oldest "
                 f"{s.oldest_queued_age:.0f}s) · leased {s.leased} · done {s.done} · dead {s.dead}"
                 f" · records {s.records} · quarantined {s.quarantined} · retried {s.retried}"
+                f" · traps {s.traps}"
             )
+            click.echo(f"  {_retry_line(s)}")
+            if s.traps_by_domain:
+                click.echo(f"  {_traps_line(s)}")
 
     run_async(go)()
+
+
+def _retry_line(s: JobStats) -> str:
+    """Average retry depth and the histogram of attempts per finished request."""
+    bars = " ".join(f"{n}:{count}" for n, count in sorted(s.attempts_histogram.items()))
+    return f"retry depth avg {s.avg_retry_depth:.2f} · attempts {bars or '-'}"
+
+
+def _traps_line(s: JobStats, most: int = 5) -> str:
+    """Trap counts per domain, the largest first."""
+    top = sorted(s.traps_by_domain.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{domain} {n}" for domain, n in top[:most])
+    more = f", +{len(top) - most} domains" if len(top) > most else ""
+    return f"traps by domain: {shown}{more}"
 
 
 def _progress_word(state: JobState, finished: bool) -> str:

@@ -24,6 +24,27 @@
     base = 2.0                # first backoff, doubled per attempt, with jitter
     cap = 600.0
 
+    [pacing]                  # adaptive per-domain pacing, applied by the store (all optional)
+    max_delay = 60.0          # slowest pace (seconds between request starts) push-back can set
+    slowdown_factor = 2.0     # delay multiplier on 429/503/block pages
+    recover_factor = 0.9      # delay multiplier per healthy response
+    recover_every = 10        # healthy responses per +1 in concurrency
+    limit_fraction = 0.5      # after push-back, recover up to this share of the accepted rate
+    limit_hold = 600.0        # seconds that ceiling holds without further push-back
+    crawl_delay_cap = 30.0    # robots.txt Crawl-delay is a delay floor, capped here
+    retry_after_cap = 3600.0
+    circuit_threshold = 5     # failures in a row (no response or 5xx) that close a host ...
+    circuit_base = 30.0       # ... for this long, doubling per reopening that fails ...
+    circuit_cap = 3600.0      # ... up to this
+    robots_recheck = 60.0     # seconds a host waits while its robots.txt is unreachable
+
+    [traps]                   # trap guards (a spider's own attributes take precedence)
+    max_depth = 50            # links from a seed
+    max_url_length = 2083
+    max_repeated_segments = 2 # one path segment repeated more often: /a/b/a/b/a/b
+    host_page_budget = 100000 # most requests per host per job, counted fleet-wide
+    pattern_budget = 10000    # most requests per URL shape (digits and ids erased)
+
     [domains."shop.example"]  # politeness for one domain, across the whole fleet
     concurrency = 4
     rate = 2.0                # requests per second
@@ -46,10 +67,18 @@ from typing import Any
 from crawlfleet.data.rawstore import check_raw_url
 from crawlfleet.errors import ConfigError
 from crawlfleet.frontier.base import DomainLimits
+from crawlfleet.policy.pacing import PacingConfig
+from crawlfleet.policy.traps import TrapRules
 
 DEFAULT_QUEUE = "sqlite:///.crawlfleet/queue.db"
 DEFAULT_RAW = ".crawlfleet/warc"
 DEFAULT_SPOOL = ".crawlfleet/spool"
+#: seconds a host waits while its robots.txt is unreachable (``[pacing] robots_recheck``)
+ROBOTS_RECHECK = 60.0
+_PACING_KEYS = {f.name for f in fields(PacingConfig)} - {"min_delay", "max_concurrency"} | {
+    "robots_recheck"
+}
+_TRAP_KEYS = {f.name for f in fields(TrapRules)}
 
 
 @dataclass(frozen=True)
@@ -71,6 +100,8 @@ class Settings:
     retry_cap: float = 600.0
     report_interval: float = 0.05
     domains: Mapping[str, DomainLimits] = field(default_factory=dict)
+    pacing: Mapping[str, float] = field(default_factory=dict)  # [pacing]: PacingConfig fields
+    traps: Mapping[str, int | None] = field(default_factory=dict)  # [traps]: TrapRules fields
 
     def check(self) -> Settings:
         """Refuse settings that cannot work; returns self."""
@@ -82,7 +113,36 @@ class Settings:
         if self.concurrency < 1 or self.lease_batch < 1:
             raise ConfigError("concurrency and lease_batch must be at least 1")
         check_raw_url(self.raw)
+        self.pacing_config()
+        self.trap_rules()
         return self
+
+    @property
+    def robots_recheck(self) -> float:
+        """Seconds a host waits, and its robots.txt is fetched again, while it is unreachable."""
+        return float(self.pacing.get("robots_recheck", ROBOTS_RECHECK))
+
+    def pacing_config(self) -> PacingConfig:
+        """The ``[pacing]`` section as the store applies it (per-domain limits come from rows)."""
+        values: dict[str, Any] = {k: v for k, v in self.pacing.items() if k != "robots_recheck"}
+        try:
+            config = PacingConfig(**values)
+        except TypeError as exc:
+            raise ConfigError(f"[pacing]: {exc}") from None
+        if config.limit_fraction <= 0 or config.limit_fraction > 1 or config.rate_window <= 0:
+            raise ConfigError("[pacing]: limit_fraction must be in (0, 1], rate_window > 0")
+        return config
+
+    def trap_rules(self, **spider: int | None) -> TrapRules:
+        """The ``[traps]`` section, overridden by a spider's own (not None) attributes."""
+        values: dict[str, Any] = {
+            **self.traps,
+            **{k: v for k, v in spider.items() if v is not None},
+        }
+        try:
+            return TrapRules(**values)
+        except TypeError as exc:
+            raise ConfigError(f"[traps]: {exc}") from None
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
         known = {f.name: f.type for f in fields(self)}
@@ -146,11 +206,25 @@ def _from_toml(data: Mapping[str, Any], where: str) -> dict[str, Any]:
                 out[f"retry_{sub}" if key == "retry" else sub] = v
         elif key == "domains":
             out["domains"] = {d: _domain_limits(d, v, where) for d, v in value.items()}
+        elif key in ("pacing", "traps"):
+            out[key] = _table(key, value, _PACING_KEYS if key == "pacing" else _TRAP_KEYS, where)
         elif key in {"routes", "pools", "control"}:
             continue  # read by the route layer and the control plane
         else:
             raise ConfigError(f"{where}: unknown key {key!r}")
     return out
+
+
+def _table(name: str, value: Any, known: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: [{name}] must be a table")
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {name}.{unknown[0]}")
+    for key, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ConfigError(f"{where}: {name}.{key} must be a number")
+    return dict(value)
 
 
 def _domain_limits(domain: str, value: Mapping[str, Any], where: str) -> DomainLimits:

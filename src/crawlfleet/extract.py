@@ -2,8 +2,13 @@
 
 ``JobRuntime.process`` turns a fetched response into what the store needs in one transaction:
 validated records, quarantined records, and the new links worth sending (in scope, not seen by
-this worker before, not a trap). The worker around it only moves data; this is where a page's
-output is judged.
+this worker before). The worker around it only moves data; this is where a page's output is
+judged.
+
+A link that looks like a crawler trap (too deep, too long, repetitive: :func:`check_url`) is not
+dropped: it goes to the store marked as a trap and stays there as ``dead(trap)``, counted per
+domain. The budgets (pages per host, per URL pattern) are counted by the store itself, at enqueue,
+so they hold across the whole fleet.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import hashlib
 import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -22,6 +27,9 @@ from crawlfleet.policy.traps import TrapRules, check_url
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import LinkCanonicalizer, canonicalize, fingerprint, host_of, in_scope
+
+if TYPE_CHECKING:
+    from crawlfleet.config import Settings
 
 
 class ParseError(Exception):
@@ -50,10 +58,24 @@ def _seen_key(fp: bytes) -> int:
     return int.from_bytes(fp[:8], "little")
 
 
+def trap_rules(spider_cls: type[Spider], settings: Settings | None = None) -> TrapRules:
+    """A spider's trap guards: its own attributes, else ``[traps]`` from the settings."""
+    own = {
+        "max_depth": spider_cls.max_depth,
+        "max_url_length": spider_cls.max_url_length,
+        "max_repeated_segments": spider_cls.max_repeated_segments,
+        "host_page_budget": spider_cls.host_page_budget,
+        "pattern_budget": spider_cls.pattern_budget,
+    }
+    if settings is None:
+        return TrapRules(**{k: v for k, v in own.items() if v is not None})
+    return settings.trap_rules(**own)
+
+
 class JobRuntime:
     """Everything a worker keeps in memory for one job (caches only; the store has the truth)."""
 
-    def __init__(self, job: Job, spider_cls: type[Spider]) -> None:
+    def __init__(self, job: Job, spider_cls: type[Spider], traps: TrapRules | None = None) -> None:
         self.job = job
         self.spider_cls = spider_cls
         self.spider = spider_cls()
@@ -63,7 +85,7 @@ class JobRuntime:
         self.seen: set[int] = set()
         self.handled: set[object] = set()  # link keys already judged (see LinkCanonicalizer.key)
         self.content_seen: set[bytes] = set()
-        self.traps = TrapRules(max_depth=spider_cls.max_depth)
+        self.traps = traps or trap_rules(spider_cls)
         self.max_attempts = spider_cls.max_attempts
 
     # -- links ----------------------------------------------------------------------------------
@@ -76,7 +98,9 @@ class JobRuntime:
             out.append(self._new(req, canon, fingerprint(canon, req.method, req.body), 0))
         return out
 
-    def _new(self, req: Request, canon: str, fp: bytes, depth: int) -> NewRequest:
+    def _new(
+        self, req: Request, canon: str, fp: bytes, depth: int, trap: str | None = None
+    ) -> NewRequest:
         return NewRequest(
             url=canon,
             fingerprint=fp,
@@ -89,12 +113,14 @@ class JobRuntime:
             body=req.body,
             fetcher=req.fetcher,
             max_attempts=req.max_attempts,
+            trap=trap,
         )
 
     def link(
         self, req: Request, depth: int, out: PageOutput, robots: RobotsVerdict | None = None
     ) -> None:
-        """Queue ``req`` in ``out`` if it is in scope, new to this worker and not a trap."""
+        """Queue ``req`` in ``out`` if it is in scope and new to this worker (a trap is queued
+        marked as one: the store keeps it as ``dead(trap)``)."""
         base = req.base
         if base is not None and req.method == "GET" and req.body is None:
             # fast path: most links of a page are the site's menus, already judged
@@ -124,8 +150,10 @@ class JobRuntime:
         if key in self.seen or not in_scope(host, self.scope):
             return
         self.seen.add(key)
-        if check_url(canon, depth, self.traps) is not None:
+        trap = check_url(canon, depth, self.traps)
+        if trap is not None:
             out.traps += 1
+            out.discovered.append(self._new(req, canon, fp, depth, trap))
             return
         if robots is not None and robots.cached_verdict(canon) is False:
             out.robots_dropped += 1  # known disallowed: never worth a queue row

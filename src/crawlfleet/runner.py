@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from crawlfleet.config import Settings
 from crawlfleet.errors import UsageError
-from crawlfleet.extract import JobRuntime
+from crawlfleet.extract import JobRuntime, trap_rules
 from crawlfleet.frontier.base import DomainLimits, Frontier, Job, JobSpec, JobState, JobStats
 from crawlfleet.spider import Spider
 from crawlfleet.spiders import SPIDER_NAME
@@ -38,6 +38,7 @@ def job_spec(
     overrides: Mapping[str, Any] | None = None,
 ) -> JobSpec:
     rate = spider_cls.domain_rate
+    traps = trap_rules(spider_cls, settings)
     return JobSpec(
         name=name,
         spider=spider_ref,
@@ -48,6 +49,8 @@ def job_spec(
         ),
         domain_limits=dict(settings.domains),
         max_attempts=spider_cls.max_attempts,
+        page_budget=traps.host_page_budget,
+        pattern_budget=traps.pattern_budget,
     )
 
 

@@ -131,7 +131,11 @@ class Spider:
     * ``allowed_domains``: hosts (and their subdomains) the crawl may follow links to; defaults to
       the hosts of ``start_urls``.
     * ``domain_concurrency`` / ``domain_rate``: politeness, enforced across the whole fleet.
-    * ``obey_robots``, ``max_attempts``, ``allow_private_addresses``, ``max_depth``.
+    * ``obey_robots``, ``max_attempts`` (a ``Request`` may set its own),
+      ``allow_private_addresses``.
+    * Trap guards: ``max_depth``, ``max_url_length``, ``max_repeated_segments``,
+      ``host_page_budget`` (requests per host), ``pattern_budget`` (requests per URL shape); a
+      link over one of them is kept as ``dead(trap)``, never fetched.
     * ``custom_settings``: per-spider overrides of worker settings.
     """
 
@@ -147,7 +151,12 @@ class Spider:
     obey_robots: ClassVar[bool] = True
     max_attempts: ClassVar[int] = 5
     allow_private_addresses: ClassVar[bool] = False
+    # Trap guards; None takes [traps] from crawlfleet.toml (see policy.traps.TrapRules).
     max_depth: ClassVar[int | None] = None
+    max_url_length: ClassVar[int | None] = None
+    max_repeated_segments: ClassVar[int | None] = None
+    host_page_budget: ClassVar[int | None] = None
+    pattern_budget: ClassVar[int | None] = None
 
     def start_requests(self) -> Iterable[Request]:
         for url in self.start_urls:

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from crawlfleet.errors import ConfigError
 from crawlfleet.frontier.base import Frontier
 from crawlfleet.urls import mask_credentials
 
+if TYPE_CHECKING:
+    from crawlfleet.policy.pacing import PacingConfig
+
 __all__ = ["open_frontier"]
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
-def open_frontier(url: str, *, clock: Callable[[], float] = time.time) -> Frontier:
+def open_frontier(
+    url: str, *, clock: Callable[[], float] = time.time, pacing: PacingConfig | None = None
+) -> Frontier:
     """The frontier a queue URL names (not opened yet: ``await frontier.open()``).
+
+    ``pacing`` is how the store adapts each domain's pace to the outcomes it is told about
+    (``[pacing]`` in crawlfleet.toml; the defaults suit most sites).
 
     * ``sqlite:///relative/queue.db``, ``sqlite:////abs/queue.db`` or a bare path ending in
       ``.db`` → the embedded SQLite store;
@@ -29,16 +38,16 @@ def open_frontier(url: str, *, clock: Callable[[], float] = time.time) -> Fronti
             raise ConfigError(f"queue URL {url!r} names no file: use sqlite:///path/queue.db")
         from crawlfleet.frontier.sqlite import SQLiteFrontier
 
-        return SQLiteFrontier(path[1:], clock=clock)
+        return SQLiteFrontier(path[1:], clock=clock, pacing=pacing)
     if url.startswith(("postgresql://", "postgres://")):
         from crawlfleet.frontier.postgres import PostgresFrontier
 
         dsn, schema = _split_schema(url)
-        return PostgresFrontier(dsn, clock=clock, schema=schema)
+        return PostgresFrontier(dsn, clock=clock, schema=schema, pacing=pacing)
     if "://" not in url and url.endswith(_SQLITE_SUFFIXES):
         from crawlfleet.frontier.sqlite import SQLiteFrontier
 
-        return SQLiteFrontier(url, clock=clock)
+        return SQLiteFrontier(url, clock=clock, pacing=pacing)
     raise ConfigError(
         f"unsupported queue URL {mask_credentials(url)!r}: use sqlite:///path/queue.db, "
         "a path ending in .db, or postgresql://user@host:5432/database"
