@@ -155,7 +155,6 @@ class SQLiteFrontier:
             db.execute("PRAGMA temp_store=MEMORY")
             db.execute("PRAGMA cache_size=-65536")
             db.executescript(Q["schema"])
-            db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1')")
             self._write(self._migrate)(db)
             return db
 
@@ -169,6 +168,7 @@ class SQLiteFrontier:
     def _migrate(db: sqlite3.Connection) -> None:
         """Apply the migrations newer than the file's schema version (under the write lock, so
         processes opening one file at once migrate it once)."""
+        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1')")
         (version,) = db.execute(Q["schema_version"]).fetchone()
         for number, sql in MIGRATIONS:
             if number > version:
