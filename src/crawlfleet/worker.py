@@ -28,7 +28,7 @@ from crawlfleet.config import Settings
 from crawlfleet.data.rawstore import RawStore, open_raw_store
 from crawlfleet.data.warc import WarcRef, WarcWriter
 from crawlfleet.errors import CrawlfleetError, FetchError, SpiderLoadError
-from crawlfleet.extract import JobRuntime, ParseError
+from crawlfleet.extract import JobRuntime, ParseError, trap_rules
 from crawlfleet.fetch.http import FetchResult, FetchSettings, HttpFetcher
 from crawlfleet.fetch.robots import RobotsCache
 from crawlfleet.frontier.base import (
@@ -48,8 +48,6 @@ from crawlfleet.urls import mask_credentials
 
 log = logging.getLogger("crawlfleet.worker")
 
-#: seconds before a request whose host's robots.txt was unreachable is tried again
-ROBOTS_RECHECK = 60.0
 #: seconds a worker that skips unloadable jobs reuses its list of job names
 JOB_LIST_TTL = 1.0
 
@@ -112,8 +110,13 @@ class Worker:
         self._pending = _Pending()
         self._flush_now = asyncio.Event()
         self._slot_free = asyncio.Event()
+        self._reported = 0  # completions and failures acknowledged by the store so far
         self._stopping = asyncio.Event()
         self._rng = random.Random()
+        #: per domain: when this worker told the store its robots.txt Crawl-delay, and the delay
+        self._crawl_delays: dict[str, asyncio.Future[tuple[float, float]]] = {}
+        #: domains with a Crawl-delay of which one lease handed out before it was known ran
+        self._unpaced_ran: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -172,14 +175,32 @@ class Worker:
             metrics.LEASED.inc(len(leases))
             for lease in leases:
                 self._start(lease)
+            asked = min(free, self.settings.lease_batch)
+            if len(leases) == asked:
+                idle = 0.01
+                continue  # a full batch: there may be more right away
             if leases:
+                # A short batch: the store has no more for us now (our fair share of the
+                # domains, pacing). Ask again once a quarter of our work is reported back, not
+                # after every single page: each lease is a write transaction on the store.
+                await self._wait_reported(self._reported + max(1, len(self._tasks) // 4), 0.2)
                 idle = 0.01
                 continue
             quiet = not self._tasks and not self._pending
             if self.exit_when_finished and quiet and await self._all_finished():
                 return
-            await self._wait(self._slot_free, idle)
+            await self._wait_reported(self._reported + max(1, len(self._tasks) // 4), idle)
             idle = min(idle * 2, 0.2)
+
+    async def _wait_reported(self, target: int, timeout: float) -> None:
+        """Wait until ``target`` reports went to the store (their slots are free) or timeout."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._reported < target and not self._stopping.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            self._slot_free.clear()
+            await self._wait(self._slot_free, left)
 
     async def _wait(self, event: asyncio.Event, timeout: float) -> None:
         stop = asyncio.ensure_future(self._stopping.wait())
@@ -248,7 +269,8 @@ class Worker:
             if job is None:
                 raise SpiderLoadError(f"job {name!r} disappeared")
             spider_cls = await asyncio.to_thread(load_job_spider, job, self.spiders)
-            self._loaded[name] = await self._open_job(JobRuntime(job, spider_cls))
+            traps = trap_rules(spider_cls, self.settings)
+            self._loaded[name] = await self._open_job(JobRuntime(job, spider_cls, traps))
         except CrawlfleetError as exc:
             self._unloadable[name] = str(exc)
             log.error("cannot run job %s here: %s", name, exc)
@@ -273,7 +295,11 @@ class Worker:
         )
         fetcher = HttpFetcher(fetch_settings)
         await fetcher.__aenter__()
-        robots = RobotsCache(fetcher, user_agent=s.user_agent) if spider.obey_robots else None
+        robots = (
+            RobotsCache(fetcher, user_agent=s.user_agent, error_recheck=s.robots_recheck)
+            if spider.obey_robots
+            else None
+        )
         warc = raw.writer(
             _safe_name(f"{runtime.job.name}-{self.worker_id}"),
             max_size=s.warc_max_size,
@@ -325,24 +351,21 @@ class Worker:
         wait = lease.start_at - time.time()
         if wait > 0:
             await asyncio.sleep(wait)
-        if job.robots is not None and not await job.robots.allowed(lease.url):
-            if job.robots.state(lease.url) == "unreachable":
-                # RFC 9309: an unreachable robots.txt disallows for now; try again later
-                self._fail(
-                    lease,
-                    Outcome.RETRYABLE_ERROR,
-                    "robots.txt unreachable",
-                    retry_after=ROBOTS_RECHECK,
-                )
-            else:
-                self._fail(lease, Outcome.ROBOTS, "robots.txt disallows this URL")
+        if job.robots is not None and not await self._robots_allow(job.robots, lease):
             return
+        started_at = time.time()
         started = time.perf_counter()
         try:
             result = await job.fetcher.fetch(lease.url, method=lease.method, body=lease.body)
         except FetchError as exc:
             metrics.FETCH_DURATION.observe(time.perf_counter() - started)
-            self._fail(lease, outcome_for_error(exc), f"{exc.kind}: {exc}", error_kind=exc.kind)
+            self._fail(
+                lease,
+                outcome_for_error(exc),
+                f"{exc.kind}: {exc}",
+                error_kind=exc.kind,
+                started_at=started_at,
+            )
             return
         elapsed = time.perf_counter() - started
         metrics.FETCH_DURATION.observe(elapsed)
@@ -361,7 +384,59 @@ class Worker:
             ip=result.remote_ip,
             request_body=lease.body,
         )
-        self._judge(job, lease, result, ref, fetched_at, elapsed)
+        self._judge(job, lease, result, ref, fetched_at, elapsed, started_at)
+
+    async def _robots_allow(self, robots: RobotsCache, lease: Lease) -> bool:
+        """Whether robots.txt lets ``lease`` be fetched now; if not, the lease is reported.
+
+        RFC 9309: an unreachable robots.txt (5xx, 429, no answer) disallows the whole host for
+        now. That is the host's state, not the request's fault: the request is retried after
+        ``robots_recheck`` seconds without using up an attempt, and the store holds the whole
+        domain until then (``retry_after``), so a long outage costs one robots.txt fetch per
+        recheck, not attempts. A robots.txt Crawl-delay is told to the store once per domain.
+        """
+        if await robots.allowed(lease.url):
+            return await self._crawl_delay_allows(robots, lease)
+        if robots.state(lease.url) == "unreachable":
+            recheck = self.settings.robots_recheck
+            metrics.FETCHES.labels("robots_unreachable").inc()
+            self._pending.failed.append(
+                Failure(
+                    lease.ref,
+                    "robots.txt unreachable: host postponed",
+                    retry_at=time.time() + recheck,
+                    outcome=Outcome.ROBOTS.value,
+                    retry_after=recheck,
+                    count_attempt=False,
+                )
+            )
+            self._flush_now.set()  # hold the host in the store at once
+        else:
+            self._fail(lease, Outcome.ROBOTS, "robots.txt disallows this URL")
+        return False
+
+    async def _crawl_delay_allows(self, robots: RobotsCache, lease: Lease) -> bool:
+        """Tell the store the domain's Crawl-delay (once); leases it handed out before it knew
+        are given back (no attempt used) to be paced, but for one."""
+        told = self._crawl_delays.get(lease.domain)
+        if told is None:
+            told = asyncio.ensure_future(self._tell_crawl_delay(robots, lease))
+            self._crawl_delays[lease.domain] = told
+        told_at, delay = await asyncio.shield(told)
+        if not delay or lease.start_at >= told_at:
+            return True
+        if lease.domain not in self._unpaced_ran:
+            self._unpaced_ran.add(lease.domain)
+            return True
+        await self.frontier.release([lease.ref])
+        self._held.pop(lease.id, None)
+        return False
+
+    async def _tell_crawl_delay(self, robots: RobotsCache, lease: Lease) -> tuple[float, float]:
+        delay = await robots.crawl_delay(lease.url) or 0.0
+        if delay > 0:
+            await self.frontier.set_crawl_delay(lease.domain, delay)
+        return time.time(), delay
 
     def _judge(
         self,
@@ -371,6 +446,7 @@ class Worker:
         ref: WarcRef,
         fetched_at: float,
         elapsed: float,
+        started_at: float | None = None,
     ) -> None:
         rt = job.runtime
         response = Response(
@@ -395,11 +471,26 @@ class Worker:
             error = f"HTTP {result.status}" + (
                 " (block page)" if outcome is Outcome.BLOCKED else ""
             )
-            self._fail(lease, outcome, error, status=result.status, retry_after=retry_after)
+            self._fail(
+                lease,
+                outcome,
+                error,
+                status=result.status,
+                retry_after=retry_after,
+                latency=elapsed,
+                started_at=started_at,
+            )
             return
         digest = rt.content_hash(result.body)
         if digest in rt.content_seen:  # same bytes under another URL: noted, not parsed again
-            self._done(rt, Completion(lease.ref, result.status, content_hash=digest))
+            done = Completion(
+                lease.ref,
+                result.status,
+                content_hash=digest,
+                elapsed=elapsed,
+                started_at=started_at,
+            )
+            self._done(rt, done)
             metrics.FETCHES.labels("duplicate_content").inc()
             return
         try:
@@ -419,6 +510,8 @@ class Worker:
                 f"parse error: {exc}",
                 status=result.status,
                 dead=DeadReason.PARSE_ERROR,
+                latency=elapsed,
+                started_at=started_at,
             )
             return
         rt.content_seen.add(digest)
@@ -436,6 +529,7 @@ class Worker:
             content_hash=digest,
             elapsed=elapsed,
             nbytes=len(result.body),
+            started_at=started_at,
         )
         self._done(rt, completion)
 
@@ -449,6 +543,8 @@ class Worker:
         retry_after: float | None = None,
         error_kind: str | None = None,
         dead: DeadReason | None = None,
+        latency: float | None = None,
+        started_at: float | None = None,
     ) -> None:
         metrics.FETCHES.labels(outcome.value).inc()
         if dead is not None:
@@ -478,8 +574,14 @@ class Worker:
                 dead_reason=decision.dead_reason,
                 status=status,
                 outcome=outcome.value,
+                latency=latency,
+                retry_after=retry_after,
+                started_at=started_at,
             )
         )
+        if outcome is Outcome.BLOCKED or status in (429, 503):
+            # push-back: the store slows the domain down as soon as it hears, not a batch later
+            self._flush_now.set()
         self._kick()
 
     def _done(self, rt: JobRuntime, completion: Completion) -> None:
@@ -516,6 +618,7 @@ class Worker:
             metrics.FENCED.inc(len(batch.failed) - len(accepted))
             for failure in batch.failed:
                 self._held.pop(failure.lease.id, None)
+        self._reported += len(batch)
         self._slot_free.set()  # the store freed domain slots: worth leasing again now
 
     async def _heartbeat_loop(self) -> None:
