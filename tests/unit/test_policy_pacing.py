@@ -126,6 +126,12 @@ def test_rising_latency_slows_down_gently(latencies: list[float], delay: float) 
     assert state.concurrency == CONFIG.max_concurrency
 
 
+@pytest.mark.parametrize("latencies", [[0.002, 0.009], [0.01, 0.2], [0.05, 0.24]])
+def test_millisecond_latency_noise_is_not_rising_latency(latencies: list[float]) -> None:
+    state, _ = run([Event(latency=x) for x in latencies])
+    assert state.delay == 0.0
+
+
 def test_ewma_latency() -> None:
     state, _ = run([Event(latency=1.0), Event(latency=2.0)])
     assert state.ewma_latency == pytest.approx(0.2 * 2.0 + 0.8 * 1.0)

@@ -73,6 +73,9 @@ class PacingConfig:
     latency_ratio: float = 2.0
     latency_factor: float = 1.25
     latency_floor: float = 0.1
+    # Responses faster than this never count as rising latency: at millisecond scale a 2x jump
+    # is noise (a GC pause, a busy loop), not a host struggling.
+    latency_min: float = 0.25
     ewma_alpha: float = 0.2
     # Recovery: delay x recover_factor per healthy response, concurrency +1 every recover_every.
     recover_factor: float = 0.9
@@ -239,6 +242,10 @@ def update(
     if outcome is not Outcome.OK:  # a 404 says nothing about the host's load
         return state
     state = _count_ok(state, config, now)
-    if latency is not None and before is not None and latency > config.latency_ratio * before:
+    if (
+        latency is not None
+        and before is not None
+        and latency > max(config.latency_ratio * before, config.latency_min)
+    ):
         return _latency_slow_down(state, config)
     return _recover(state, config, now)
