@@ -110,6 +110,7 @@ class Worker:
         self._pending = _Pending()
         self._flush_now = asyncio.Event()
         self._slot_free = asyncio.Event()
+        self._reported = 0  # completions and failures acknowledged by the store so far
         self._stopping = asyncio.Event()
         self._rng = random.Random()
         #: per domain: when this worker told the store its robots.txt Crawl-delay, and the delay
@@ -174,14 +175,32 @@ class Worker:
             metrics.LEASED.inc(len(leases))
             for lease in leases:
                 self._start(lease)
+            asked = min(free, self.settings.lease_batch)
+            if len(leases) == asked:
+                idle = 0.01
+                continue  # a full batch: there may be more right away
             if leases:
+                # A short batch: the store has no more for us now (our fair share of the
+                # domains, pacing). Ask again once a quarter of our work is reported back, not
+                # after every single page: each lease is a write transaction on the store.
+                await self._wait_reported(self._reported + max(1, len(self._tasks) // 4), 0.2)
                 idle = 0.01
                 continue
             quiet = not self._tasks and not self._pending
             if self.exit_when_finished and quiet and await self._all_finished():
                 return
-            await self._wait(self._slot_free, idle)
+            await self._wait_reported(self._reported + max(1, len(self._tasks) // 4), idle)
             idle = min(idle * 2, 0.2)
+
+    async def _wait_reported(self, target: int, timeout: float) -> None:
+        """Wait until ``target`` reports went to the store (their slots are free) or timeout."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._reported < target and not self._stopping.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            self._slot_free.clear()
+            await self._wait(self._slot_free, left)
 
     async def _wait(self, event: asyncio.Event, timeout: float) -> None:
         stop = asyncio.ensure_future(self._stopping.wait())
@@ -599,6 +618,7 @@ class Worker:
             metrics.FENCED.inc(len(batch.failed) - len(accepted))
             for failure in batch.failed:
                 self._held.pop(failure.lease.id, None)
+        self._reported += len(batch)
         self._slot_free.set()  # the store freed domain slots: worth leasing again now
 
     async def _heartbeat_loop(self) -> None:
