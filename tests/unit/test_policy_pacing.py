@@ -280,3 +280,12 @@ def test_the_ceiling_lifts_after_limit_hold_without_push_back() -> None:
 def test_no_healthy_rate_no_ceiling() -> None:
     state, _ = run([E429])
     assert state.limit_delay == 0.0
+
+
+def test_only_a_429_teaches_a_ceiling() -> None:
+    healthy = [Event(dt=0.05)] * 40
+    after_503, _ = run([*healthy, E503])
+    after_block, _ = run([*healthy, BLOCK_PAGE])
+    after_429, _ = run([*healthy, E429])
+    assert after_503.limit_delay == after_block.limit_delay == 0.0
+    assert after_429.limit_delay > 0.0

@@ -5,8 +5,8 @@ blocks, latency rising), recover additively while the host is healthy. As in TCP
 per round trip: the responses to requests that started before the last slow-down were already
 answered by it, so a burst of 429s halves the pace once, not fifty times.
 
-A push-back also teaches a ceiling: the rate of healthy responses just before it (a decaying
-count, ``ok_rate``) is about what the host accepts, so recovery stops at ``limit_fraction`` of
+A 429 (the host's own word that it gets too many requests) also teaches a ceiling: the rate of
+healthy responses just before it (a decaying count, ``ok_rate``) is about what the host accepts, so recovery stops at ``limit_fraction`` of
 that rate until ``limit_hold`` seconds pass without another push-back. Without it a host that
 allows N requests a second would be pushed over N again at every recovery.
 
@@ -128,10 +128,10 @@ def _count_ok(state: PacingState, config: PacingConfig, now: float) -> PacingSta
     return replace(state, ok_rate=rate, rate_at=max(now, state.rate_at))
 
 
-def _slow_down(state: PacingState, config: PacingConfig, now: float) -> PacingState:
+def _slow_down(state: PacingState, config: PacingConfig, now: float, learn: bool) -> PacingState:
     accepted = _decayed_rate(state, config, now)
     limit = state.limit_delay
-    if accepted > 0.0:
+    if learn and accepted > 0.0:  # 503s and block pages say "not now", not "slower than this"
         limit = max(limit, 1.0 / (accepted * config.limit_fraction))
     state = replace(state, limit_delay=min(limit, config.max_delay), slowed_at=now)
     delay = _clamp_delay(
@@ -236,7 +236,7 @@ def update(
     if outcome is Outcome.BLOCKED or status in (429, 503):
         if started < state.slowed_at:
             return replace(state, ok_in_row=0)  # already slowed down for this one
-        return _slow_down(state, config, now)
+        return _slow_down(state, config, now, learn=status == 429)
     if outcome is Outcome.RETRYABLE_ERROR:  # 500, 502, 504: not healthy, not push-back either
         return replace(state, ok_in_row=0)
     if outcome is not Outcome.OK:  # a 404 says nothing about the host's load
