@@ -175,7 +175,7 @@ def test_workers_on_three_hosts__one_cut_off_mid_crawl__others_finish_every_reco
     catalog = Catalog(1500)
     hosts.setup(["a", "b", "c"])
     (tmp_path / "crawlfleet.toml").write_text(
-        "[worker]\nlease_ttl = 3\nfetch_timeout = 2\nconcurrency = 32\n"
+        "[worker]\nlease_ttl = 5\nfetch_timeout = 3\nconcurrency = 32\n"
     )
     forwarder = subprocess.Popen(
         [sys.executable, "-c", FORWARDER, hosts.service, "127.0.0.1", str(urlsplit(PG_DSN).port)],
