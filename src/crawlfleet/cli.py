@@ -259,6 +259,8 @@ def worker(
     from crawlfleet.runner import settings_from_env
 
     settings = settings_from_env(_settings(ctx, queue=queue, concurrency=concurrency))
+    if spiders and not _spiders_exist(spiders):
+        _fail(f"--spiders {spiders}: no such directory or importable module")
     args = (settings, list(jobs) or None, exit_when_finished, worker_id, spiders)
     profile = os.environ.get("CRAWLFLEET_PROFILE")  # a directory: write a cProfile per worker
     if not profile:
@@ -269,6 +271,19 @@ def worker(
     with cProfile.Profile() as prof:
         run_async(_worker)(*args)
     prof.dump_stats(Path(profile) / f"worker-{os.getpid()}.prof")
+
+
+def _spiders_exist(where: str) -> bool:
+    if Path(where).is_dir():
+        return True
+    if "/" in where or where.endswith(".py"):
+        return False
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(where) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 async def _worker(

@@ -203,6 +203,15 @@ def test_jobs_pause_resume_cancel__leasing_and_finished_follow_the_state(
     assert result.stderr.strip() == "error: no job named 'nope'"
 
 
+@pytest.mark.parametrize("where", ["no/such/dir", "no_such_spider_package"])
+def test_worker__spiders_that_do_not_exist__one_line_error(tmp_path: Path, where: str) -> None:
+    result = run(["worker", "--spiders", where], tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: --spiders {where}: no such directory or importable module"
+    )
+
+
 def test_every_command_has_help() -> None:
     def walk(group: click.Group, path: list[str]) -> Iterator[list[str]]:
         for name, command in group.commands.items():
