@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from tests.integration.helpers import (
     children,
@@ -72,6 +74,16 @@ def test_demo_shop__two_workers__every_record_once_quarantine_robots_dedup_warc(
     pages = stats["pages"]
     over = {p: n for p, n in pages.items() if n > 1 and p != "/robots.txt"}
     assert not over, f"pages fetched more than once: {list(over.items())[:5]}"
+
+    for fmt in ("csv", "parquet"):
+        out = run(["export", "--format", fmt, "-o", f"records.{fmt}", "--provenance"], tmp_path)
+        assert out.returncode == 0, out.stderr
+    with (tmp_path / "records.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted(r["sku"] for r in rows) == sorted(expected)
+    assert all(r["_warc_record_id"].startswith("<urn:uuid:") for r in rows)
+    table = pq.read_table(tmp_path / "records.parquet")
+    assert sorted(table.column("sku").to_pylist()) == sorted(expected)
 
     kinds = warc_records(tmp_path / ".crawlfleet" / "warc")
     fetched = stats["requests"] - paths.get("/robots.txt", 0)
