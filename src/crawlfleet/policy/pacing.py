@@ -6,9 +6,10 @@ per round trip: the responses to requests that started before the last slow-down
 answered by it, so a burst of 429s halves the pace once, not fifty times.
 
 A 429 (the host's own word that it gets too many requests) also teaches a ceiling: the rate of
-healthy responses just before it (a decaying count, ``ok_rate``) is about what the host accepts, so recovery stops at ``limit_fraction`` of
-that rate until ``limit_hold`` seconds pass without another push-back. Without it a host that
-allows N requests a second would be pushed over N again at every recovery.
+healthy responses just before it (a decaying count, ``ok_rate``) is about what the host accepts,
+so recovery stops at ``limit_fraction`` of that rate until ``limit_hold`` seconds pass without
+another push-back. Without it a host that allows N requests a second would be pushed over N
+again at every recovery.
 
 A host that fails every request (no response, or 5xx) is closed as a whole for an exponentially
 growing time (a host circuit) and reopened one request at a time, so dead hosts do not eat
