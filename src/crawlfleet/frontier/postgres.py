@@ -328,10 +328,15 @@ class PostgresFrontier:
                     list(mine),
                     list(mine.values()),
                 )
-                leases.extend(self._lease_from_row(r) for r in rows if r[0] is not None)
+                taken = [self._lease_from_row(r) for r in rows if r[0] is not None]
+                leases.extend(taken)
                 if all(r[0] is not None for r in rows):
                     break  # the batch is full, or no domain was passed over empty
-                visited.extend({r[3] for r in rows})
+                # Skip only the domains found empty: one that handed out leases may have more
+                # (the row limit cut it short); what it gave counts against this worker's share.
+                visited.extend({r[3] for r in rows if r[0] is None})
+                for lease in taken:
+                    mine[lease.domain] = mine.get(lease.domain, 0) + 1
             return leases
 
         return await self._run(tx)
