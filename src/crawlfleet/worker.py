@@ -514,7 +514,6 @@ class Worker:
                 started_at=started_at,
             )
             return
-        rt.content_seen.add(digest)
         metrics.FETCHES.labels("ok").inc()
         metrics.RECORDS.inc(len(out.records))
         metrics.QUARANTINED.inc(len(out.quarantined))
@@ -612,6 +611,10 @@ class Worker:
                 if completion.lease.id not in accepted:
                     rt.forget(completion.discovered)
                     metrics.FENCED.inc()
+                elif completion.content_hash is not None:
+                    # seen only once the store took the page: were a refused (fenced) page's
+                    # bytes marked seen, its refetch here would skip parsing and lose its records
+                    rt.content_seen.add(completion.content_hash)
                 self._held.pop(completion.lease.id, None)
         if batch.failed:
             accepted = await self.frontier.fail(batch.failed)

