@@ -395,18 +395,44 @@ class PostgresFrontier:
         if not items:
             return set()
         new_domains: list[str] = []
+        if any(c.discovered for c in items):
+            # The links go in first, in a short transaction of their own: workers discover the
+            # same links, and an insert of a key another transaction inserted waits for that
+            # transaction to end. Inside the completion, those waits chained whole completions
+            # (and deadlocked them). Links of a lease that turns out lost are harmless: the
+            # store would have them from whoever fetches the page again.
+
+            async def links(conn: Conn) -> None:
+                new_domains.clear()  # a retried transaction starts over
+                await self._enqueue_discovered(conn, items, new_domains)
+
+            await self._run(links)
 
         async def tx(conn: Conn) -> set[int]:
-            new_domains.clear()  # a retried transaction starts over
-            return await self._complete(conn, items, new_domains)
+            return await self._complete(conn, items)
 
         accepted = await self._run(tx)
         self._known_domains.update(new_domains)
         return accepted
 
-    async def _complete(
+    async def _enqueue_discovered(
         self, conn: Conn, items: Sequence[Completion], new_domains: list[str]
-    ) -> set[int]:
+    ) -> None:
+        ids = [c.lease.id for c in items if c.discovered]
+        job_of = {r[0]: r[1] for r in await conn.fetch(Q["jobs_of"], ids)}
+        discovered: dict[int, list[NewRequest]] = {}
+        for c in items:
+            if c.discovered and c.lease.id in job_of:
+                discovered.setdefault(job_of[c.lease.id], []).extend(c.discovered)
+        if discovered.keys() - self._job_defaults.keys():
+            # a worker learns a job's politeness defaults here if it never looked the job up
+            for row in await conn.fetch(Q["list_jobs"]):
+                self._job_from_row(row)
+        for job_id, reqs in sorted(discovered.items()):
+            _, new = await self._enqueue(conn, job_id, reqs)
+            new_domains.extend(new)
+
+    async def _complete(self, conn: Conn, items: Sequence[Completion]) -> set[int]:
         now = self.clock()
         ordered = sorted(items, key=lambda c: c.lease.id)
         rows = await conn.fetch(
@@ -460,17 +486,6 @@ class PostgresFrontier:
         )
         if contents:
             await conn.execute(Q["insert_content"], *_columns(contents, 3))
-        discovered: dict[int, list[NewRequest]] = {}
-        for c in done:
-            if c.discovered:
-                discovered.setdefault(job_of[c.lease.id], []).extend(c.discovered)
-        if discovered.keys() - self._job_defaults.keys():
-            # a worker learns a job's politeness defaults here if it never looked the job up
-            for row in await conn.fetch(Q["list_jobs"]):
-                self._job_from_row(row)
-        for job_id, reqs in sorted(discovered.items()):
-            _, new = await self._enqueue(conn, job_id, reqs)
-            new_domains.extend(new)
         domain_of = {r[0]: r[2] for r in rows}
         events: dict[str, list[pace.Event]] = {}
         for c in done:

@@ -268,6 +268,9 @@ WITH trapped AS (
 INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
 SELECT id, 0, $1, 'trap', NULL, last_error, NULL FROM trapped;
 
+-- name: jobs_of
+SELECT id, job_id FROM requests WHERE id = ANY ($1::bigint[]);
+
 -- name: insert_domains
 -- first writer wins; set_domain_limits changes an existing domain. Sorted by the caller.
 INSERT INTO domains (domain, max_in_flight, min_delay, delay, concurrency)
