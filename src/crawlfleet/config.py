@@ -144,6 +144,16 @@ class Settings:
         except TypeError as exc:
             raise ConfigError(f"[traps]: {exc}") from None
 
+    def for_spider(self, custom_settings: Mapping[str, Any], spider: str) -> Settings:
+        """These settings with a spider's ``custom_settings`` applied, checked like the rest
+        (a spider cannot raise ``fetch_timeout`` past ``lease_ttl`` behind the command's back).
+        Keys that are not worker settings are left to the spider."""
+        known = {k: v for k, v in custom_settings.items() if k in _FIELDS}
+        try:
+            return self.with_overrides(known).check()
+        except ConfigError as exc:
+            raise ConfigError(f"spider {spider}: {exc}") from None
+
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
         known = {f.name: f.type for f in fields(self)}
         clean: dict[str, Any] = {}
@@ -154,6 +164,9 @@ class Settings:
                 raise ConfigError(f"unknown setting {key!r}")
             clean[key] = _coerce(key, value, getattr(self, key))
         return replace(self, **clean)
+
+
+_FIELDS = frozenset(f.name for f in fields(Settings))
 
 
 def _coerce(key: str, value: Any, current: Any) -> Any:

@@ -37,6 +37,7 @@ def job_spec(
     settings: Settings,
     overrides: Mapping[str, Any] | None = None,
 ) -> JobSpec:
+    settings.for_spider(spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
     rate = spider_cls.domain_rate
     traps = trap_rules(spider_cls, settings)
     return JobSpec(

@@ -279,10 +279,7 @@ class Worker:
 
     async def _open_job(self, runtime: JobRuntime) -> _Job:
         spider = runtime.spider_cls
-        overrides = dict(spider.custom_settings)
-        s = self.settings.with_overrides(
-            {k: v for k, v in overrides.items() if k in Settings.__dataclass_fields__}
-        )
+        s = self.settings.for_spider(spider.custom_settings, spider.name)
         raw = await self._raw_store(s)  # first: it may fail, and then nothing is left open
         fetch_settings = FetchSettings(
             timeout=s.fetch_timeout,

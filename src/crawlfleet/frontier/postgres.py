@@ -51,6 +51,8 @@ Conn = Any  # asyncpg.Connection (asyncpg ships no type hints)
 
 #: how far ahead the store hands out pacing slots of a rate-limited domain (seconds)
 PACING_HORIZON = 2.0
+#: milliseconds a session may sit idle inside a transaction before the server ends it
+IDLE_IN_TRANSACTION_MS = 30_000
 #: most domains looked at per lease call; the rest get their turn at the next call
 DOMAINS_PER_LEASE = 256
 #: versioned migrations, ``[(version, name, sql)]`` in order, from ``-- name: migration_NNNN_x``
@@ -109,6 +111,10 @@ class PostgresFrontier:
 
     async def open(self) -> None:
         settings = {"search_path": _quote_ident(self.schema)} if self.schema else {}
+        # A worker frozen inside a transaction (SIGSTOP, a stalled VM) would hold its row locks
+        # and block every other worker; the server ends such a session instead. Transactions
+        # here never sit idle between their statements for more than milliseconds.
+        settings["idle_in_transaction_session_timeout"] = str(IDLE_IN_TRANSACTION_MS)
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn,
