@@ -53,5 +53,5 @@ def test_check__refuses_a_lease_shorter_than_the_fetch_timeout() -> None:
 def test_for_spider__a_spider_cannot_outlast_its_lease_through_custom_settings() -> None:
     base = Settings(lease_ttl=60, fetch_timeout=30)
     assert base.for_spider({"fetch_timeout": 45, "DOWNLOAD_DELAY": 1}, "shop").fetch_timeout == 45
-    with pytest.raises(ConfigError, match="^spider shop: lease_ttl"):
+    with pytest.raises(ConfigError, match=r"^spider shop: lease_ttl"):
         base.for_spider({"fetch_timeout": 90}, "shop")
