@@ -585,7 +585,10 @@ class Worker:
         self._kick()
 
     def _kick(self) -> None:
-        if len(self._pending) >= 200:
+        # A finished request keeps its domain slot in the store until it is reported, so the
+        # reports go as soon as a quarter of what this worker holds is waiting: with a domain's
+        # slots shared among workers, waiting for the timer would leave them idle.
+        if len(self._pending) >= min(200, max(8, len(self._held) // 4)):
             self._flush_now.set()
 
     # -- reporting ------------------------------------------------------------------------------
