@@ -10,7 +10,6 @@ an advisory lock, so a fleet that boots at once migrates once.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -39,7 +38,15 @@ from crawlfleet.frontier.base import (
     QuarantineRow,
     RecordRow,
 )
-from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings, settings_with_defaults
+from crawlfleet.frontier.common import (
+    dead_from_row,
+    dumps,
+    job_from_row,
+    lease_from_row,
+    quarantine_from_row,
+    record_from_row,
+)
+from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
 from crawlfleet.frontier.sql import queries
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import budget_keys, over_budget
@@ -65,10 +72,6 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 #: deadlocks are avoided by lock order; these are the rare leftovers, worth one more try
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 _TX_ATTEMPTS = 5
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _count(status: str) -> int:
@@ -186,7 +189,7 @@ class PostgresFrontier:
 
     async def submit_job(self, spec: JobSpec) -> Job:
         settings = settings_with_defaults(spec)
-        args = (spec.name, spec.spider, _dumps(settings), spec.max_attempts, self.clock())
+        args = (spec.name, spec.spider, dumps(settings), spec.max_attempts, self.clock())
 
         async def tx(conn: Conn) -> None:
             await conn.execute(Q["submit_job"], *args)
@@ -203,10 +206,10 @@ class PostgresFrontier:
         await conn.execute(Q["upsert_domain"], domain, limits.max_in_flight, limits.min_delay)
 
     def _job_from_row(self, row: Sequence[Any]) -> Job:
-        settings = json.loads(row[4])
-        self._job_ids[row[1]] = row[0]
-        self._job_defaults[row[0]] = defaults_from_settings(settings, row[6])
-        return Job(row[0], row[1], row[2], JobState(row[3]), settings, row[5])
+        job, defaults = job_from_row(row)
+        self._job_ids[job.name] = job.id
+        self._job_defaults[job.id] = defaults
+        return job
 
     async def get_job(self, name: str) -> Job | None:
         row = await self._run(lambda c: c.fetchrow(Q["get_job"], name), write=False)
@@ -349,26 +352,8 @@ class PostgresFrontier:
 
     @staticmethod
     def _lease_from_row(row: Sequence[Any]) -> Lease:
-        (rid, job, url, domain, prio, depth, cb, meta, method, body, fetcher) = row[:11]
-        attempts, max_attempts, token, expires_at, start_at = row[11:]
-        return Lease(
-            id=rid,
-            job=job,
-            url=url,
-            domain=domain,
-            priority=prio,
-            depth=depth,
-            callback=cb,
-            meta=json.loads(meta) if meta else {},
-            method=method,
-            body=body,
-            fetcher=fetcher,
-            attempts=attempts,
-            max_attempts=max_attempts,
-            token=token,
-            expires_at=expires_at,
-            start_at=start_at,
-        )
+        *head, expires_at, start_at = row  # the job column holds the job's name
+        return lease_from_row(head, head[1], expires_at, start_at)
 
     async def _rescue(self, conn: Conn, now: float) -> int:
         rows = await conn.fetch(Q["rescue_expired"], now)
@@ -468,14 +453,14 @@ class PostgresFrontier:
                 now,
                 [k[0] for k in keys],
                 [k[1] for k in keys],
-                *_columns((_dumps(v[0]), *v[1:]) for v in (records[k] for k in keys)),
+                *_columns((dumps(v[0]), *v[1:]) for v in (records[k] for k in keys)),
             )
         quarantined = [
             (
                 job_of[c.lease.id],
                 q.url,
-                _dumps(q.data),
-                _dumps(q.errors),
+                dumps(q.data),
+                dumps(q.errors),
                 q.fetched_at,
                 q.warc_file,
                 q.warc_record_id,
@@ -617,8 +602,8 @@ class PostgresFrontier:
         last = ""
         while True:
             rows = await self._page("iter_records", job_id, last, batch)
-            for key, data, url, fetched_at, warc_file, warc_id in rows:
-                yield RecordRow(key, json.loads(data), url, fetched_at, warc_file, warc_id)
+            for row in rows:
+                yield record_from_row(row)
             if len(rows) < batch:
                 return
             last = rows[-1][0]
@@ -628,11 +613,8 @@ class PostgresFrontier:
         last = 0
         while True:
             rows = await self._page("iter_quarantine", job_id, last, batch)
-            for _id, data, errors, url, fetched_at, warc_file, warc_id in rows:
-                data_obj = json.loads(data) if data else None
-                yield QuarantineRow(
-                    data_obj, json.loads(errors), url, fetched_at, warc_file, warc_id
-                )
+            for row in rows:
+                yield quarantine_from_row(row)
             if len(rows) < batch:
                 return
             last = rows[-1][0]
@@ -641,7 +623,7 @@ class PostgresFrontier:
         self, job: str | None = None, reason: DeadReason | None = None, limit: int = 1000
     ) -> list[DeadLetter]:
         rows = await self._page("dead_letters", job, reason.value if reason else None, limit)
-        return [_dead_from_row(r) for r in rows]
+        return [dead_from_row(r) for r in rows]
 
     async def dead_letter(self, request_id: int) -> DeadLetter | None:
         async def read(conn: Conn) -> DeadLetter | None:
@@ -649,7 +631,7 @@ class PostgresFrontier:
             if row is None:
                 return None
             history = [Attempt(*a) for a in await conn.fetch(Q["attempts_of"], request_id)]
-            return _dead_from_row(row, history)
+            return dead_from_row(row, history)
 
         return await self._run(read, write=False)
 
@@ -671,20 +653,6 @@ async def _reset(conn: Conn) -> None:
     release, is not needed: only a transaction left open by a cancelled caller is rolled back."""
     if conn.is_in_transaction():
         await conn.execute("ROLLBACK")
-
-
-def _dead_from_row(row: Sequence[Any], history: Sequence[Attempt] = ()) -> DeadLetter:
-    rid, job, url, reason, error, attempts, died_at = row
-    return DeadLetter(
-        rid,
-        job,
-        url,
-        DeadReason(reason or "too_many_retries"),
-        error,
-        attempts,
-        died_at or 0.0,
-        tuple(history),
-    )
 
 
 def _refs(leases: Sequence[LeaseRef]) -> tuple[list[int], list[int]]:
@@ -721,7 +689,7 @@ def _request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
         r.priority,
         r.depth,
         r.callback,
-        _dumps(r.meta) if r.meta else None,
+        dumps(r.meta) if r.meta else None,
         r.method,
         r.body,
         r.fetcher,

@@ -9,7 +9,6 @@ transaction that tries to upgrade to a writer half way through.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from collections import Counter
@@ -39,7 +38,15 @@ from crawlfleet.frontier.base import (
     QuarantineRow,
     RecordRow,
 )
-from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings, settings_with_defaults
+from crawlfleet.frontier.common import (
+    dead_from_row,
+    dumps,
+    job_from_row,
+    lease_from_row,
+    quarantine_from_row,
+    record_from_row,
+)
+from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
 from crawlfleet.frontier.sql import queries
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import budget_keys, over_budget
@@ -60,10 +67,6 @@ SCHEMA_VERSION = MIGRATIONS[-1][0] if MIGRATIONS else 1
 CHECKPOINT_EVERY = 1.0
 #: seconds a writer waits for the write lock before giving up
 BUSY_TIMEOUT = 60.0
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 class SQLiteFrontier:
@@ -196,7 +199,7 @@ class SQLiteFrontier:
         args = {
             "name": spec.name,
             "spider": spec.spider,
-            "settings": _dumps(settings),
+            "settings": dumps(settings),
             "max_attempts": spec.max_attempts,
             "now": self.clock(),
         }
@@ -218,10 +221,10 @@ class SQLiteFrontier:
         )
 
     def _job_from_row(self, row: Sequence[Any]) -> Job:
-        settings = json.loads(row[4])
-        self._job_ids[row[1]] = row[0]
-        self._job_defaults[row[0]] = defaults_from_settings(settings, row[6])
-        return Job(row[0], row[1], row[2], JobState(row[3]), settings, row[5])
+        job, defaults = job_from_row(row)
+        self._job_ids[job.name] = job.id
+        self._job_defaults[job.id] = defaults
+        return job
 
     async def get_job(self, name: str) -> Job | None:
         row = await self._run(lambda db: db.execute(Q["get_job"], (name,)).fetchone())
@@ -263,7 +266,7 @@ class SQLiteFrontier:
                 r.priority,
                 r.depth,
                 r.callback,
-                _dumps(r.meta) if r.meta else None,
+                dumps(r.meta) if r.meta else None,
                 r.method,
                 r.body,
                 r.fetcher,
@@ -304,7 +307,7 @@ class SQLiteFrontier:
         used = {
             (kind, key): n
             for k, ks in keys.items()
-            for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, _dumps(sorted(ks))))
+            for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, dumps(sorted(ks))))
         }
         trapped, counts = over_budget(new, used, defaults.traps)
         db.executemany(
@@ -337,7 +340,7 @@ class SQLiteFrontier:
     ) -> list[Lease]:
         now = self.clock()
         self._rescue(db, now)
-        job_ids = _dumps(list(names))
+        job_ids = dumps(list(names))
         candidates = db.execute(
             Q["lease_domains"],
             {"now": now, "horizon": now + PACING_HORIZON, "limit": DOMAINS_PER_LEASE},
@@ -369,7 +372,7 @@ class SQLiteFrontier:
                 }
                 rows = db.execute(Q["lease_batch"], args).fetchall()
                 rows.sort(key=lambda r: (-r[4], r[0]))  # RETURNING order is not the pick order
-                taken = [self._lease_from_row(r, names, now + ttl, now) for r in rows]
+                taken = [lease_from_row(r, names[r[1]], now + ttl, now) for r in rows]
             if not taken:
                 db.execute(Q["domain_touched"], (now, domain))
                 continue
@@ -388,53 +391,14 @@ class SQLiteFrontier:
         delay: float,
         want: int,
     ) -> list[Lease]:
-        job_ids = _dumps(list(names))
+        job_ids = dumps(list(names))
         ids = db.execute(Q["lease_pick"], (domain, self.clock(), job_ids, want)).fetchall()
         taken = []
         for i, (rid,) in enumerate(ids):
             start_at = start + i * delay
             row = db.execute(Q["lease_take"], (worker, start_at + ttl, rid)).fetchone()
-            taken.append(self._lease_from_row(row, names, start_at + ttl, start_at))
+            taken.append(lease_from_row(row, names[row[1]], start_at + ttl, start_at))
         return taken
-
-    @staticmethod
-    def _lease_from_row(
-        row: Sequence[Any], names: dict[int, str], expires_at: float, start_at: float
-    ) -> Lease:
-        (
-            rid,
-            job_id,
-            url,
-            domain,
-            prio,
-            depth,
-            cb,
-            meta,
-            method,
-            body,
-            fetcher,
-            att,
-            max_att,
-            tok,
-        ) = row
-        return Lease(
-            id=rid,
-            job=names[job_id],
-            url=url,
-            domain=domain,
-            priority=prio,
-            depth=depth,
-            callback=cb,
-            meta=json.loads(meta) if meta else {},
-            method=method,
-            body=body,
-            fetcher=fetcher,
-            attempts=att,
-            max_attempts=max_att,
-            token=tok,
-            expires_at=expires_at,
-            start_at=start_at,
-        )
 
     def _rescue(self, db: sqlite3.Connection, now: float) -> int:
         rows = db.execute(Q["rescue_expired"], {"now": now}).fetchall()
@@ -481,7 +445,7 @@ class SQLiteFrontier:
         quarantined: list[tuple[Any, ...]] = []
         contents: list[tuple[Any, ...]] = []
         discovered: dict[int, list[NewRequest]] = {}
-        ids = _dumps([c.lease.id for c in items])
+        ids = dumps([c.lease.id for c in items])
         held = {rid: (tok, job_id, dom) for rid, tok, job_id, dom in db.execute(Q["held"], (ids,))}
         done = []
         events: dict[str, list[pace.Event]] = {}
@@ -498,7 +462,7 @@ class SQLiteFrontier:
                 (
                     job_id,
                     r.key,
-                    _dumps(r.data),
+                    dumps(r.data),
                     r.url,
                     r.fetched_at,
                     r.warc_file,
@@ -511,8 +475,8 @@ class SQLiteFrontier:
                 (
                     job_id,
                     q.url,
-                    _dumps(q.data),
-                    _dumps(q.errors),
+                    dumps(q.data),
+                    dumps(q.errors),
                     q.fetched_at,
                     q.warc_file,
                     q.warc_record_id,
@@ -542,7 +506,7 @@ class SQLiteFrontier:
         """Free the batch's domain slots and fold its outcomes into their pacing."""
         if not freed:
             return
-        rows = db.execute(Q["pace_read"], (_dumps(sorted(freed)),)).fetchall()
+        rows = db.execute(Q["pace_read"], (dumps(sorted(freed)),)).fetchall()
         updates = []
         for row in rows:
             domain = pace.state_from_row(row)
@@ -618,9 +582,7 @@ class SQLiteFrontier:
         await self._run(self._write(lambda db: db.execute(Q["set_crawl_delay"], args)))
 
     async def domain_state(self, domain: str) -> DomainState | None:
-        rows = await self._run(
-            lambda db: db.execute(Q["pace_read"], (_dumps([domain]),)).fetchall()
-        )
+        rows = await self._run(lambda db: db.execute(Q["pace_read"], (dumps([domain]),)).fetchall())
         return pace.state_from_row(rows[0]) if rows else None
 
     # -- reading --------------------------------------------------------------------------------
@@ -668,8 +630,8 @@ class SQLiteFrontier:
         last = ""
         while True:
             rows = await self._page("iter_records", (job_id, last, batch))
-            for key, data, url, fetched_at, warc_file, warc_id in rows:
-                yield RecordRow(key, json.loads(data), url, fetched_at, warc_file, warc_id)
+            for row in rows:
+                yield record_from_row(row)
             if len(rows) < batch:
                 return
             last = rows[-1][0]
@@ -679,11 +641,8 @@ class SQLiteFrontier:
         last = 0
         while True:
             rows = await self._page("iter_quarantine", (job_id, last, batch))
-            for _id, data, errors, url, fetched_at, warc_file, warc_id in rows:
-                data_obj = json.loads(data) if data else None
-                yield QuarantineRow(
-                    data_obj, json.loads(errors), url, fetched_at, warc_file, warc_id
-                )
+            for row in rows:
+                yield quarantine_from_row(row)
             if len(rows) < batch:
                 return
             last = rows[-1][0]
@@ -693,7 +652,7 @@ class SQLiteFrontier:
     ) -> list[DeadLetter]:
         args = {"job": job, "reason": reason.value if reason else None, "limit": limit}
         rows = await self._run(lambda db: db.execute(Q["dead_letters"], args).fetchall())
-        return [self._dead_from_row(r) for r in rows]
+        return [dead_from_row(r) for r in rows]
 
     async def dead_letter(self, request_id: int) -> DeadLetter | None:
         def read(db: sqlite3.Connection) -> DeadLetter | None:
@@ -701,23 +660,9 @@ class SQLiteFrontier:
             if row is None:
                 return None
             history = [Attempt(*a) for a in db.execute(Q["attempts_of"], (request_id,))]
-            return self._dead_from_row(row, history)
+            return dead_from_row(row, history)
 
         return await self._run(read)
-
-    @staticmethod
-    def _dead_from_row(row: Sequence[Any], history: Sequence[Attempt] = ()) -> DeadLetter:
-        rid, job, url, reason, error, attempts, died_at = row
-        return DeadLetter(
-            rid,
-            job,
-            url,
-            DeadReason(reason or "too_many_retries"),
-            error,
-            attempts,
-            died_at or 0.0,
-            tuple(history),
-        )
 
     async def replay_dead(
         self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()

@@ -1,0 +1,93 @@
+"""What both backends share outside their SQL: the JSON they store, and their rows as objects.
+
+Column order here is the order of the matching queries in both SQL files (``get_job`` /
+``list_jobs``, the lease queries, ``dead_letter(s)``, ``iter_records``, ``iter_quarantine``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from crawlfleet.frontier.base import (
+    Attempt,
+    DeadLetter,
+    DeadReason,
+    Job,
+    JobState,
+    Lease,
+    QuarantineRow,
+    RecordRow,
+)
+from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings
+
+__all__ = [
+    "dead_from_row",
+    "dumps",
+    "job_from_row",
+    "lease_from_row",
+    "quarantine_from_row",
+    "record_from_row",
+]
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, as the store keeps settings, meta, records and errors."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def job_from_row(row: Sequence[Any]) -> tuple[Job, JobDefaults]:
+    """A job row, and the store-side defaults kept in its settings (taken out of them)."""
+    settings = json.loads(row[4])
+    defaults = defaults_from_settings(settings, row[6])
+    return Job(row[0], row[1], row[2], JobState(row[3]), settings, row[5]), defaults
+
+
+def lease_from_row(row: Sequence[Any], job: str, expires_at: float, start_at: float) -> Lease:
+    """A leased request row (its second column, the job, is named by ``job``)."""
+    (rid, _job, url, domain, prio, depth, cb, meta, method, body, fetcher) = row[:11]
+    attempts, max_attempts, token = row[11:]
+    return Lease(
+        id=rid,
+        job=job,
+        url=url,
+        domain=domain,
+        priority=prio,
+        depth=depth,
+        callback=cb,
+        meta=json.loads(meta) if meta else {},
+        method=method,
+        body=body,
+        fetcher=fetcher,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        token=token,
+        expires_at=expires_at,
+        start_at=start_at,
+    )
+
+
+def dead_from_row(row: Sequence[Any], history: Sequence[Attempt] = ()) -> DeadLetter:
+    rid, job, url, reason, error, attempts, died_at = row
+    return DeadLetter(
+        rid,
+        job,
+        url,
+        DeadReason(reason or "too_many_retries"),
+        error,
+        attempts,
+        died_at or 0.0,
+        tuple(history),
+    )
+
+
+def record_from_row(row: Sequence[Any]) -> RecordRow:
+    key, data, url, fetched_at, warc_file, warc_id = row
+    return RecordRow(key, json.loads(data), url, fetched_at, warc_file, warc_id)
+
+
+def quarantine_from_row(row: Sequence[Any]) -> QuarantineRow:
+    _id, data, errors, url, fetched_at, warc_file, warc_id = row
+    data_obj = json.loads(data) if data else None
+    return QuarantineRow(data_obj, json.loads(errors), url, fetched_at, warc_file, warc_id)
