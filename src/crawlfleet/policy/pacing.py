@@ -219,6 +219,8 @@ def update(
     request was sent (default ``now``): push-back and failures of requests sent before the last
     slow-down or circuit opening were already answered by it and do not compound.
     """
+    if retry_after is None and outcome is Outcome.OK and status is not None and status < 500:
+        return _healthy(state, config, now, latency)
     started = now if started is None else started
     if retry_after is not None:
         until = now + min(max(retry_after, 0.0), config.retry_after_cap)
@@ -250,3 +252,64 @@ def update(
     ):
         return _latency_slow_down(state, config)
     return _recover(state, config, now)
+
+
+def _healthy(
+    state: PacingState, config: PacingConfig, now: float, latency: float | None
+) -> PacingState:
+    """:func:`update` for a healthy response, the common case, built in one step.
+
+    The same steps as the general path (latency average, host alive, healthy rate, then a
+    latency slow-down or a step of recovery) without an intermediate state per step: the store
+    folds every completed request through here.
+    """
+    before = state.ewma_latency
+    ewma = before
+    if latency is not None:
+        ewma = (
+            latency
+            if before is None
+            else (config.ewma_alpha * latency + (1 - config.ewma_alpha) * before)
+        )
+    ok_rate = _decayed_rate(state, config, now) + 1.0 / config.rate_window
+    rate_at = max(now, state.rate_at)
+    if (
+        latency is not None
+        and before is not None
+        and latency > max(config.latency_ratio * before, config.latency_min)
+    ):
+        delay = max(state.delay, config.latency_floor) * config.latency_factor
+        return replace(
+            state,
+            delay=_clamp_delay(delay, state, config),
+            ewma_latency=ewma,
+            errors_in_row=0,
+            trips=0,
+            ok_rate=ok_rate,
+            rate_at=rate_at,
+            ok_in_row=0,
+        )
+    limit_delay = state.limit_delay
+    if limit_delay and now - state.slowed_at >= config.limit_hold:
+        limit_delay = 0.0  # no push-back for long: the ceiling lifts
+    floor = max(config.min_delay, state.floor, limit_delay)
+    delay = state.delay * config.recover_factor
+    if delay < floor + config.snap:
+        delay = floor
+    ok_in_row = state.ok_in_row + 1
+    concurrency = state.concurrency
+    if ok_in_row >= config.recover_every:
+        concurrency = min(config.max_concurrency, concurrency + 1)
+        ok_in_row = 0
+    return replace(
+        state,
+        delay=min(max(delay, floor), max(config.max_delay, floor)),
+        concurrency=concurrency,
+        ewma_latency=ewma,
+        errors_in_row=0,
+        trips=0,
+        ok_rate=ok_rate,
+        rate_at=rate_at,
+        ok_in_row=ok_in_row,
+        limit_delay=limit_delay,
+    )
