@@ -17,6 +17,7 @@ from crawlfleet.frontier.base import (
     Job,
     JobState,
     Lease,
+    NewRequest,
     QuarantineRow,
     RecordRow,
 )
@@ -28,13 +29,45 @@ __all__ = [
     "job_from_row",
     "lease_from_row",
     "quarantine_from_row",
+    "quarantine_values",
     "record_from_row",
+    "request_values",
 ]
 
 
 def dumps(value: Any) -> str:
     """Compact JSON, as the store keeps settings, meta, records and errors."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
+    """A new request's columns, in the order of the request inserts (after the job)."""
+    return (
+        r.fingerprint,
+        r.url,
+        r.domain,
+        r.priority,
+        r.depth,
+        r.callback,
+        dumps(r.meta) if r.meta else None,
+        r.method,
+        r.body,
+        r.fetcher,
+        r.max_attempts or defaults.max_attempts,
+    )
+
+
+def quarantine_values(job_id: int, q: QuarantineRow) -> tuple[Any, ...]:
+    """A quarantined record's columns, in the order of ``insert_quarantine``."""
+    return (
+        job_id,
+        q.url,
+        dumps(q.data),
+        dumps(q.errors),
+        q.fetched_at,
+        q.warc_file,
+        q.warc_record_id,
+    )
 
 
 def job_from_row(row: Sequence[Any]) -> tuple[Job, JobDefaults]:

@@ -44,7 +44,9 @@ from crawlfleet.frontier.common import (
     job_from_row,
     lease_from_row,
     quarantine_from_row,
+    quarantine_values,
     record_from_row,
+    request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
 from crawlfleet.frontier.sql import queries
@@ -248,10 +250,10 @@ class PostgresFrontier:
         domains: set[str] = set()
         for r in sorted(requests, key=lambda r: r.fingerprint):
             if r.trap is not None:
-                _append_row(trap_cols, (*_request_values(r, defaults), f"trap: {r.trap}"))
+                _append_row(trap_cols, (*request_values(r, defaults), f"trap: {r.trap}"))
                 continue
             domains.add(r.domain)
-            _append_row(cols, _request_values(r, defaults))
+            _append_row(cols, request_values(r, defaults))
         added = 0
         if trap_cols[0]:
             added += _count(await conn.execute(Q["insert_traps"], job_id, now, *trap_cols))
@@ -456,17 +458,7 @@ class PostgresFrontier:
                 *_columns((dumps(v[0]), *v[1:]) for v in (records[k] for k in keys)),
             )
         quarantined = [
-            (
-                job_of[c.lease.id],
-                q.url,
-                dumps(q.data),
-                dumps(q.errors),
-                q.fetched_at,
-                q.warc_file,
-                q.warc_record_id,
-            )
-            for c in done
-            for q in c.quarantined
+            quarantine_values(job_of[c.lease.id], q) for c in done for q in c.quarantined
         ]
         if quarantined:
             await conn.execute(Q["insert_quarantine"], *_columns(quarantined, 7))
@@ -678,23 +670,6 @@ def _line(exc: BaseException) -> str:
     """One line about ``exc``: its class and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
-    """The ``insert_requests`` columns of one request, in the order of its arrays."""
-    return (
-        r.fingerprint,
-        r.url,
-        r.domain,
-        r.priority,
-        r.depth,
-        r.callback,
-        dumps(r.meta) if r.meta else None,
-        r.method,
-        r.body,
-        r.fetcher,
-        r.max_attempts or defaults.max_attempts,
-    )
 
 
 def _append_row(cols: tuple[list[Any], ...], values: Sequence[Any]) -> None:

@@ -44,7 +44,9 @@ from crawlfleet.frontier.common import (
     job_from_row,
     lease_from_row,
     quarantine_from_row,
+    quarantine_values,
     record_from_row,
+    request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
 from crawlfleet.frontier.sql import queries
@@ -258,20 +260,7 @@ class SQLiteFrontier:
         domains: set[str] = set()
         rows, traps = [], []
         for r in requests:
-            row = (
-                job_id,
-                r.fingerprint,
-                r.url,
-                r.domain,
-                r.priority,
-                r.depth,
-                r.callback,
-                dumps(r.meta) if r.meta else None,
-                r.method,
-                r.body,
-                r.fetcher,
-                r.max_attempts or defaults.max_attempts,
-            )
+            row = (job_id, *request_values(r, defaults))
             if r.trap is None:
                 domains.add(r.domain)
                 rows.append((*row, now, now))
@@ -471,18 +460,7 @@ class SQLiteFrontier:
                 )
                 for r in c.records
             )
-            quarantined.extend(
-                (
-                    job_id,
-                    q.url,
-                    dumps(q.data),
-                    dumps(q.errors),
-                    q.fetched_at,
-                    q.warc_file,
-                    q.warc_record_id,
-                )
-                for q in c.quarantined
-            )
+            quarantined.extend(quarantine_values(job_id, q) for q in c.quarantined)
             if c.content_hash is not None:
                 contents.append((job_id, c.content_hash, c.lease.id))
             if c.discovered:
