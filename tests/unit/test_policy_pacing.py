@@ -3,8 +3,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from crawlfleet.policy.classify import Outcome
 from crawlfleet.policy.pacing import PacingConfig, PacingState, initial, update
@@ -291,64 +289,3 @@ def test_only_a_429_teaches_a_ceiling() -> None:
     after_429, _ = run([*healthy, E429])
     assert after_503.limit_delay == after_block.limit_delay == 0.0
     assert after_429.limit_delay > 0.0
-
-
-@given(
-    delay=st.sampled_from([0.0, 0.1, 1.0, 5.0, 70.0]),
-    concurrency=st.integers(1, 10),
-    ewma=st.sampled_from([None, 0.01, 0.3, 2.0]),
-    ok_in_row=st.integers(0, 30),
-    floor=st.sampled_from([0.0, 0.5, 2.0]),
-    slowed_at=st.floats(0, 1000),
-    limit_delay=st.sampled_from([0.0, 0.3, 3.0]),
-    ok_rate=st.floats(0, 10),
-    rate_at=st.floats(0, 1000),
-    now=st.floats(1000, 2000),
-    latency=st.sampled_from([None, 0.001, 0.2, 1.0, 5.0]),
-)
-def test_update__healthy_fast_path_equals_the_step_by_step_rules(
-    delay: float,
-    concurrency: int,
-    ewma: float | None,
-    ok_in_row: int,
-    floor: float,
-    slowed_at: float,
-    limit_delay: float,
-    ok_rate: float,
-    rate_at: float,
-    now: float,
-    latency: float | None,
-) -> None:
-    from dataclasses import replace
-
-    from crawlfleet.policy import pacing
-
-    config = pacing.PacingConfig()
-    state = pacing.PacingState(
-        delay,
-        concurrency,
-        ewma,
-        5.0,
-        2,
-        ok_in_row,
-        floor,
-        slowed_at,
-        limit_delay,
-        ok_rate,
-        rate_at,
-        1,
-    )
-    step = pacing._with_latency(state, config, latency)
-    step = pacing._count_ok(replace(step, errors_in_row=0, trips=0), config, now)
-    if (
-        latency is not None
-        and ewma is not None
-        and latency > max(config.latency_ratio * ewma, config.latency_min)
-    ):
-        expected = pacing._latency_slow_down(step, config)
-    else:
-        expected = pacing._recover(step, config, now)
-    got = pacing.update(
-        state, config, now=now, outcome=Outcome.OK, status=200, latency=latency, retry_after=None
-    )
-    assert got == expected

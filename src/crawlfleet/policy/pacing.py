@@ -124,11 +124,6 @@ def _decayed_rate(state: PacingState, config: PacingConfig, now: float) -> float
     return state.ok_rate * math.exp(-max(0.0, now - state.rate_at) / config.rate_window)
 
 
-def _count_ok(state: PacingState, config: PacingConfig, now: float) -> PacingState:
-    rate = _decayed_rate(state, config, now) + 1.0 / config.rate_window
-    return replace(state, ok_rate=rate, rate_at=max(now, state.rate_at))
-
-
 def _slow_down(state: PacingState, config: PacingConfig, now: float, learn: bool) -> PacingState:
     accepted = _decayed_rate(state, config, now)
     limit = state.limit_delay
@@ -145,31 +140,6 @@ def _slow_down(state: PacingState, config: PacingConfig, now: float, learn: bool
         ok_in_row=0,
         # never answered at once: nothing starts before one new delay has passed
         blocked_until=max(state.blocked_until, now + delay),
-    )
-
-
-def _latency_slow_down(state: PacingState, config: PacingConfig) -> PacingState:
-    delay = max(state.delay, config.latency_floor) * config.latency_factor
-    return replace(state, delay=_clamp_delay(delay, state, config), ok_in_row=0)
-
-
-def _recover(state: PacingState, config: PacingConfig, now: float) -> PacingState:
-    if state.limit_delay and now - state.slowed_at >= config.limit_hold:
-        state = replace(state, limit_delay=0.0)  # no push-back for long: the ceiling lifts
-    floor = _least_delay(state, config)
-    delay = state.delay * config.recover_factor
-    if delay < floor + config.snap:
-        delay = floor
-    ok_in_row = state.ok_in_row + 1
-    concurrency = state.concurrency
-    if ok_in_row >= config.recover_every:
-        concurrency = min(config.max_concurrency, concurrency + 1)
-        ok_in_row = 0
-    return replace(
-        state,
-        delay=_clamp_delay(delay, state, config),
-        concurrency=concurrency,
-        ok_in_row=ok_in_row,
     )
 
 
@@ -219,8 +189,6 @@ def update(
     request was sent (default ``now``): push-back and failures of requests sent before the last
     slow-down or circuit opening were already answered by it and do not compound.
     """
-    if retry_after is None and outcome is Outcome.OK and status is not None and status < 500:
-        return _healthy(state, config, now, latency)
     started = now if started is None else started
     if retry_after is not None:
         until = now + min(max(retry_after, 0.0), config.retry_after_cap)
@@ -229,8 +197,9 @@ def update(
         if outcome is Outcome.RETRYABLE_ERROR:
             return _host_failure(state, config, now, started)
         return state  # no response and nothing to learn (robots, trap, refused address)
+    if outcome is Outcome.OK and status < 500:
+        return _healthy(state, config, now, latency)
     # A response arrived: the host is alive, though a 5xx says it is not well.
-    before = state.ewma_latency
     state = _with_latency(state, config, latency)
     if status >= 500:
         state = _host_failure(state, config, now, started)
@@ -242,27 +211,18 @@ def update(
         return _slow_down(state, config, now, learn=status == 429)
     if outcome is Outcome.RETRYABLE_ERROR:  # 500, 502, 504: not healthy, not push-back either
         return replace(state, ok_in_row=0)
-    if outcome is not Outcome.OK:  # a 404 says nothing about the host's load
-        return state
-    state = _count_ok(state, config, now)
-    if (
-        latency is not None
-        and before is not None
-        and latency > max(config.latency_ratio * before, config.latency_min)
-    ):
-        return _latency_slow_down(state, config)
-    return _recover(state, config, now)
+    return state  # a 404 says nothing about the host's load
 
 
 def _healthy(
     state: PacingState, config: PacingConfig, now: float, latency: float | None
 ) -> PacingState:
-    """:func:`update` for a healthy response, the common case, built in one step.
-
-    The same steps as the general path (latency average, host alive, healthy rate, then a
-    latency slow-down or a step of recovery) without an intermediate state per step: the store
-    folds every completed request through here.
-    """
+    """:func:`update` for a healthy response, the common case: the latency average moves, the
+    host counts as alive, the healthy rate grows; then either a gentle slow-down (latency rose
+    past ``latency_ratio`` times its average) or a step of recovery: the push-back ceiling lifts
+    after ``limit_hold``, the delay shrinks by ``recover_factor`` toward its floor, and every
+    ``recover_every`` healthy responses allow one more request in flight. Built in one step:
+    the store folds every completed request through here."""
     before = state.ewma_latency
     ewma = before
     if latency is not None:
