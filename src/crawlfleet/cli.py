@@ -12,7 +12,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,10 +69,17 @@ def _settings(ctx: click.Context, **overrides: Any) -> Settings:
         raise  # unreachable
 
 
-def _open(settings: Settings) -> Frontier:
+@asynccontextmanager
+async def _opened(settings: Settings) -> AsyncIterator[Frontier]:
+    """The frontier ``settings.queue`` names, open for the length of the ``async with``."""
     from crawlfleet.frontier import open_frontier
 
-    return open_frontier(settings.queue, pacing=settings.pacing_config())
+    frontier = open_frontier(settings.queue, pacing=settings.pacing_config())
+    await frontier.open()
+    try:
+        yield frontier
+    finally:
+        await frontier.close()
 
 
 def _check_writable(path: str) -> None:
@@ -189,9 +197,7 @@ async def _crawl(
     await runner.check_reachable(list(spider_cls.start_urls))
     await _check_raw_store(settings)
     name = job_name or spider_cls.name
-    frontier = _open(settings)
-    await frontier.open()
-    try:
+    async with _opened(settings) as frontier:
         spec = runner.job_spec(name, spider_ref(spider), spider_cls, settings, overrides)
         await runner.submit(frontier, spec, spider_cls)
         pool = runner.WorkerPool(settings.queue, name, workers, runner.settings_json(settings))
@@ -204,8 +210,6 @@ async def _crawl(
         summary(
             stats, elapsed, store=mask_credentials(settings.queue), raw=settings.raw, output=output
         )
-    finally:
-        await frontier.close()
 
 
 async def _check_raw_store(settings: Settings) -> None:
@@ -295,9 +299,7 @@ async def _worker(
 ) -> None:
     from crawlfleet.worker import Worker
 
-    frontier = _open(settings)
-    await frontier.open()
-    try:
+    async with _opened(settings) as frontier:
         w = Worker(
             frontier,
             settings,
@@ -308,8 +310,6 @@ async def _worker(
         )
         w.install_signal_handlers()
         await w.run()
-    finally:
-        await frontier.close()
 
 
 @main.command()
@@ -332,13 +332,9 @@ def submit(ctx: click.Context, spider: str, queue: str | None, job: str | None) 
 
         spider_cls = load_spider(spider)
         name = job or spider_cls.name
-        frontier = _open(settings)
-        await frontier.open()
-        try:
+        async with _opened(settings) as frontier:
             spec = runner.job_spec(name, spider_ref(spider), spider_cls, settings)
             _, added = await runner.submit(frontier, spec, spider_cls)
-        finally:
-            await frontier.close()
         click.echo(f"job {name}: {added} new seed requests in {mask_credentials(settings.queue)}")
 
     run_async(go)()
@@ -459,15 +455,11 @@ def export(
 
     async def go() -> None:
         _check_writable(output)
-        frontier = _open(settings)
-        await frontier.open()
-        try:
+        async with _opened(settings) as frontier:
             name = await _one_job(frontier, job)
             n = await _export(
                 frontier, name, output, _format_of(output, fmt), quarantine, provenance
             )
-        finally:
-            await frontier.close()
         click.echo(
             f"{n} {'quarantined ' if quarantine else ''}records of {name} → {output}", err=True
         )
@@ -497,13 +489,9 @@ def status(ctx: click.Context, queue: str | None, job: str | None, as_json: bool
 
         from crawlfleet.runner import is_finished
 
-        frontier = _open(settings)
-        await frontier.open()
-        try:
+        async with _opened(settings) as frontier:
             jobs = [j.name for j in await frontier.list_jobs() if job in (None, j.name)]
             stats = [await frontier.stats(name) for name in jobs]
-        finally:
-            await frontier.close()
         if as_json:
             click.echo(json.dumps([dict(asdict(s), finished=is_finished(s)) for s in stats]))
             return
@@ -570,15 +558,12 @@ def db_upgrade(ctx: click.Context, queue: str | None) -> None:
         from crawlfleet.frontier.postgres import PostgresFrontier
         from crawlfleet.frontier.sqlite import SCHEMA_VERSION
 
-        frontier = _open(settings)
-        await frontier.open()  # creates (SQLite) or migrates (PostgreSQL) the schema
-        try:
+        # opening creates (SQLite) or migrates (PostgreSQL) the schema
+        async with _opened(settings) as frontier:
             if isinstance(frontier, PostgresFrontier):
                 version = await frontier.upgrade()
             else:
                 version = SCHEMA_VERSION
-        finally:
-            await frontier.close()
         click.echo(f"{mask_credentials(settings.queue)}: schema version {version}")
 
     run_async(go)()
@@ -610,12 +595,8 @@ def jobs_list(ctx: click.Context, queue: str | None) -> None:
     settings = _settings(ctx, queue=queue or (ctx.obj or {}).get("jobs_queue"))
 
     async def go() -> None:
-        frontier = _open(settings)
-        await frontier.open()
-        try:
+        async with _opened(settings) as frontier:
             found = await frontier.list_jobs()
-        finally:
-            await frontier.close()
         if not found:
             click.echo("no jobs")
         for j in found:
@@ -634,16 +615,12 @@ def _job_state_command(verb: str, state: JobState, doc: str) -> None:
         settings = _settings(ctx, queue=queue or (ctx.obj or {}).get("jobs_queue"))
 
         async def go() -> None:
-            frontier = _open(settings)
-            await frontier.open()
-            try:
+            async with _opened(settings) as frontier:
                 job = await frontier.get_job(name)
                 if job is None:
                     raise UsageError(f"no job named {name!r}")
                 if job.state is not state:
                     await frontier.set_job_state(name, state)
-            finally:
-                await frontier.close()
             was = "" if job.state is state else f" (was {job.state.value})"
             click.echo(f"job {name}: {state.value}{was}")
 
@@ -699,12 +676,8 @@ def dead_list(
     settings = _settings(ctx, queue=queue)
 
     async def go() -> None:
-        frontier = _open(settings)
-        await frontier.open()
-        try:
+        async with _opened(settings) as frontier:
             letters = await frontier.dead_letters(job, _reason(reason), limit)
-        finally:
-            await frontier.close()
         if not letters:
             click.echo("no dead requests")
         for d in letters:
@@ -725,12 +698,8 @@ def dead_show(ctx: click.Context, request_id: int, queue: str | None) -> None:
     settings = _settings(ctx, queue=queue)
 
     async def go() -> None:
-        frontier = _open(settings)
-        await frontier.open()
-        try:
+        async with _opened(settings) as frontier:
             d = await frontier.dead_letter(request_id)
-        finally:
-            await frontier.close()
         if d is None:
             raise UsageError(f"no dead request with id {request_id}")
         click.echo(f"request {d.id} of job {d.job}: {mask_credentials(d.url)}")
@@ -758,12 +727,8 @@ def dead_replay(
     settings = _settings(ctx, queue=queue)
 
     async def go() -> None:
-        frontier = _open(settings)
-        await frontier.open()
-        try:
+        async with _opened(settings) as frontier:
             n = await frontier.replay_dead(job, _reason(reason), list(ids))
-        finally:
-            await frontier.close()
         click.echo(f"{n} requests queued again")
 
     run_async(go)()
