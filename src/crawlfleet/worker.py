@@ -342,8 +342,7 @@ class Worker:
     async def _handle(self, lease: Lease) -> None:
         job = await self._job(lease.job)
         if job is None:
-            await self.frontier.release([lease.ref])
-            self._held.pop(lease.id, None)
+            await self._give_back(lease)
             return
         wait = lease.start_at - time.time()
         if wait > 0:
@@ -382,6 +381,11 @@ class Worker:
             request_body=lease.body,
         )
         self._judge(job, lease, result, ref, fetched_at, elapsed, started_at)
+
+    async def _give_back(self, lease: Lease) -> None:
+        """Release ``lease`` unfetched (no attempt used) and stop holding it."""
+        await self.frontier.release([lease.ref])
+        self._held.pop(lease.id, None)
 
     async def _robots_allow(self, robots: RobotsCache, lease: Lease) -> bool:
         """Whether robots.txt lets ``lease`` be fetched now; if not, the lease is reported.
@@ -425,8 +429,7 @@ class Worker:
         if lease.domain not in self._unpaced_ran:
             self._unpaced_ran.add(lease.domain)
             return True
-        await self.frontier.release([lease.ref])
-        self._held.pop(lease.id, None)
+        await self._give_back(lease)
         return False
 
     async def _tell_crawl_delay(self, robots: RobotsCache, lease: Lease) -> tuple[float, float]:
