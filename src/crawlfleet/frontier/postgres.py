@@ -289,9 +289,7 @@ class PostgresFrontier:
         keys = sorted(
             {k for _, url, domain in new for k in budget_keys(url, domain, defaults.traps)}
         )
-        rows = await conn.fetch(
-            Q["lock_budgets"], job_id, [k[0] for k in keys], [k[1] for k in keys]
-        )
+        rows = await conn.fetch(Q["lock_budgets"], job_id, *_columns(keys, 2))
         used = {(r[0], r[1]): r[2] for r in rows}
         trapped, counts = over_budget(new, used, defaults.traps)
         if trapped:
@@ -302,8 +300,7 @@ class PostgresFrontier:
             await conn.execute(
                 Q["set_budgets"],
                 job_id,
-                [k[0] for k in changed],
-                [k[1] for k in changed],
+                *_columns(changed, 2),
                 [counts[k] for k in changed],
             )
 
@@ -453,8 +450,7 @@ class PostgresFrontier:
             await conn.execute(
                 Q["upsert_records"],
                 now,
-                [k[0] for k in keys],
-                [k[1] for k in keys],
+                *_columns(keys, 2),
                 *_columns((dumps(v[0]), *v[1:]) for v in (records[k] for k in keys)),
             )
         quarantined = [
