@@ -14,6 +14,7 @@ from crawlfleet.frontier.base import (
     Attempt,
     DeadLetter,
     DeadReason,
+    Failure,
     Job,
     JobState,
     Lease,
@@ -25,6 +26,7 @@ from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings
 
 __all__ = [
     "dead_from_row",
+    "dead_reason_of",
     "dumps",
     "job_from_row",
     "lease_from_row",
@@ -68,6 +70,11 @@ def quarantine_values(job_id: int, q: QuarantineRow) -> tuple[Any, ...]:
         q.warc_file,
         q.warc_record_id,
     )
+
+
+def dead_reason_of(f: Failure) -> str | None:
+    """The dead reason a failure stores: none while it is retried, too_many_retries by default."""
+    return None if f.retry_at is not None else (f.dead_reason or DeadReason.TOO_MANY_RETRIES).value
 
 
 def job_from_row(row: Sequence[Any]) -> tuple[Job, JobDefaults]:

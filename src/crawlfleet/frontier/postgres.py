@@ -40,6 +40,7 @@ from crawlfleet.frontier.base import (
 )
 from crawlfleet.frontier.common import (
     dead_from_row,
+    dead_reason_of,
     dumps,
     job_from_row,
     lease_from_row,
@@ -494,12 +495,7 @@ class PostgresFrontier:
             [f.lease.id for f in ordered],
             [f.lease.token for f in ordered],
             [f.retry_at for f in ordered],
-            [
-                None
-                if f.retry_at is not None
-                else (f.dead_reason or DeadReason.TOO_MANY_RETRIES).value
-                for f in ordered
-            ],
+            [dead_reason_of(f) for f in ordered],
             [f.error for f in ordered],
             [f.status for f in ordered],
             [f.outcome for f in ordered],

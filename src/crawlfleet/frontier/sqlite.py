@@ -40,6 +40,7 @@ from crawlfleet.frontier.base import (
 )
 from crawlfleet.frontier.common import (
     dead_from_row,
+    dead_reason_of,
     dumps,
     job_from_row,
     lease_from_row,
@@ -506,9 +507,7 @@ class SQLiteFrontier:
                     Q["fail"],
                     {
                         "retry_at": f.retry_at,
-                        "dead_reason": None
-                        if f.retry_at is not None
-                        else (f.dead_reason or DeadReason.TOO_MANY_RETRIES).value,
+                        "dead_reason": dead_reason_of(f),
                         "error": f.error,
                         "status": f.status,
                         "now": now,
