@@ -13,6 +13,7 @@ SIGTERM: stop leasing, let in-flight fetches finish within ``grace`` seconds, gi
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -107,10 +108,12 @@ class Worker:
         self._loading: dict[str, asyncio.Future[_Job | None]] = {}
         self._held: dict[int, Lease] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._task_of: dict[int, asyncio.Task[None]] = {}  # lease id -> its handler
         self._pending = _Pending()
         self._flush_now = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._reported = 0  # completions and failures acknowledged by the store so far
+        self._reporting = 0  # reports on their way to the store right now
         self._stopping = asyncio.Event()
         self._rng = random.Random()
         #: per domain: when this worker told the store its robots.txt Crawl-delay, and the delay
@@ -144,6 +147,12 @@ class Worker:
             await self._lease_loop()
             await self._drain()
         finally:
+            # a report on its way is let through: cut off, its batch would be fetched again
+            deadline = asyncio.get_running_loop().time() + self.grace
+            while self._reporting and (left := deadline - asyncio.get_running_loop().time()) > 0:
+                self._slot_free.clear()  # set again when a report has gone through
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._slot_free.wait(), left)
             reporter.cancel()
             heartbeat.cancel()
             for task in (reporter, heartbeat):
@@ -186,7 +195,7 @@ class Worker:
                 await self._wait_reported(self._reported + max(1, len(self._tasks) // 4), 0.2)
                 idle = 0.01
                 continue
-            quiet = not self._tasks and not self._pending
+            quiet = not self._tasks and not self._pending and not self._reporting
             if self.exit_when_finished and quiet and await self._all_finished():
                 return
             await self._wait_reported(self._reported + max(1, len(self._tasks) // 4), idle)
@@ -331,10 +340,12 @@ class Worker:
         self._held[lease.id] = lease
         task = asyncio.create_task(self._handle(lease))
         self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+        self._task_of[lease.id] = task
+        task.add_done_callback(functools.partial(self._task_done, lease.id))
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, lease_id: int, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._task_of.pop(lease_id, None)
         self._slot_free.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("request handler crashed", exc_info=task.exception())
@@ -606,14 +617,22 @@ class Worker:
         if not self._pending:
             return
         batch, self._pending = self._pending, _Pending()
+        self._reporting += 1  # the batch is neither pending nor settled until this returns
+        try:
+            await self._report(batch)
+        finally:
+            self._reporting -= 1
+
+    async def _report(self, batch: _Pending) -> None:
         # snapshot durable before ack: a crash after this point refetches, never loses
         await asyncio.gather(*(asyncio.to_thread(j.warc.flush) for j in self._loaded.values()))
+        refused = 0
         if batch.done:
             accepted = await self.frontier.complete([c for c, _ in batch.done])
             for completion, rt in batch.done:
                 if completion.lease.id not in accepted:
                     rt.forget(completion.discovered)
-                    metrics.FENCED.inc()
+                    refused += 1
                 elif completion.content_hash is not None:
                     # seen only once the store took the page: were a refused (fenced) page's
                     # bytes marked seen, its refetch here would skip parsing and lose its records
@@ -621,9 +640,12 @@ class Worker:
                 self._held.pop(completion.lease.id, None)
         if batch.failed:
             accepted = await self.frontier.fail(batch.failed)
-            metrics.FENCED.inc(len(batch.failed) - len(accepted))
+            refused += len(batch.failed) - len(accepted)
             for failure in batch.failed:
                 self._held.pop(failure.lease.id, None)
+        if refused:
+            metrics.FENCED.inc(refused)
+            log.warning("%d reports refused: their leases were lost (expired, taken over)", refused)
         self._reported += len(batch)
         self._slot_free.set()  # the store freed domain slots: worth leasing again now
 
@@ -635,10 +657,20 @@ class Worker:
             if not refs:
                 continue
             held = await self.frontier.heartbeat(refs, ttl)
-            lost = {r.id for r in refs} - held
+            # a lease reported meanwhile is no longer ours to keep: only the others count
+            lost = [r.id for r in refs if r.id not in held and r.id in self._held]
             if lost:
                 metrics.FENCED.inc(len(lost))
                 log.warning("%d leases were lost (expired and taken over)", len(lost))
+                self._drop(lost)
+
+    def _drop(self, lost: list[int]) -> None:
+        """Forget leases another worker owns now: their work here can no longer be reported."""
+        for lease_id in lost:
+            self._held.pop(lease_id, None)
+            task = self._task_of.pop(lease_id, None)
+            if task is not None:
+                task.cancel()
 
 
 def describe(lease: Lease) -> str:
