@@ -134,13 +134,7 @@ class JobRuntime:
             if resolved is None:
                 return  # not http(s), or does not parse
             canon, fp, host = resolved
-        elif req.method == "GET" and req.body is None:
-            try:
-                canon = canonicalize(req.url)
-            except ValueError:
-                return
-            fp, host = fingerprint(canon), host_of(canon)
-        else:
+        else:  # an absolute URL without a page, or a request with a method or body of its own
             try:
                 canon = canonicalize(req.url)
             except ValueError:
