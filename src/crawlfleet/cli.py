@@ -423,6 +423,8 @@ async def _export(
                 "fetched_at": q.fetched_at,
                 "warc_file": q.warc_file,
                 "warc_record_id": q.warc_record_id,
+                "warc_refers_to_file": q.warc_refers_to_file,
+                "warc_refers_to": q.warc_refers_to,
             }
             async for q in frontier.iter_quarantine(job)
         ]
@@ -438,7 +440,10 @@ async def _export(
 @click.option("-o", "--output", required=True, metavar="FILE")
 @click.option("--quarantine", is_flag=True, help="Export the quarantined records instead.")
 @click.option(
-    "--provenance", is_flag=True, help="Add _url, _fetched_at, _warc_file, _warc_record_id."
+    "--provenance",
+    is_flag=True,
+    help="Add _url, _fetched_at, _warc_file, _warc_record_id, and for pages archived as WARC "
+    "revisits _warc_refers_to_file, _warc_refers_to (the first capture, holding the bytes).",
 )
 @click.pass_context
 def export(
@@ -503,7 +508,7 @@ def status(ctx: click.Context, queue: str | None, job: str | None, as_json: bool
                 f"{s.job}: {state} · queued {s.queued} (+{s.waiting} waiting to retry, oldest "
                 f"{s.oldest_queued_age:.0f}s) · leased {s.leased} · done {s.done} · dead {s.dead}"
                 f" · records {s.records} · quarantined {s.quarantined} · retried {s.retried}"
-                f" · traps {s.traps}"
+                f" · traps {s.traps} · duplicate content {s.duplicates}"
             )
             click.echo(f"  {_retry_line(s)}")
             if s.traps_by_domain:

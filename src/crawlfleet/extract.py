@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import traceback
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import ValidationError
 
 from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
+from crawlfleet.data.warc import Capture
 from crawlfleet.frontier.base import Job, NewRequest, QuarantineRow, RecordRow
 from crawlfleet.policy.traps import TrapRules, check_url
 from crawlfleet.response import Response
@@ -51,6 +53,61 @@ class RobotsVerdict(Protocol):
 
 #: most link keys remembered as handled before the set starts over (memory bound)
 HANDLED_MAX = 500_000
+#: most archived payloads remembered for WARC revisit records (least recently used go first)
+CAPTURES_MAX = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a page's records come from: its WARC record, and the first capture of the same
+    payload when the page was archived as a revisit (``refers_to_*``)."""
+
+    file: str | None = None
+    record_id: str | None = None
+    refers_to_file: str | None = None
+    refers_to: str | None = None
+
+
+class Captures:
+    """Payloads this worker archived in full, by content hash: a later page with the same bytes
+    is archived as a ``revisit`` of the first capture instead of storing the bytes again.
+
+    A capture is remembered as soon as its page is judged data (not a block or an error): the
+    revisit follows it in the same WARC stream, so whenever the revisit is durable, so is the
+    capture. Whether the store took the page is noted apart (:meth:`confirm`): only such pages
+    count as parsed for a spider's ``skip_duplicate_content`` (a refused lease's page is fetched
+    again elsewhere, and its records come from there). A cache: bounded, and a miss only costs a
+    full copy in the WARC, never a page or a record.
+    """
+
+    def __init__(self, max_size: int = CAPTURES_MAX) -> None:
+        self.max_size = max_size
+        self._by_hash: OrderedDict[bytes, Capture] = OrderedDict()
+        self._confirmed: set[bytes] = set()
+
+    def get(self, digest: bytes) -> Capture | None:
+        capture = self._by_hash.get(digest)
+        if capture is not None:
+            self._by_hash.move_to_end(digest)
+        return capture
+
+    def remember(self, digest: bytes, capture: Capture) -> None:
+        self._by_hash.setdefault(digest, capture)
+        if len(self._by_hash) > self.max_size:
+            gone, _ = self._by_hash.popitem(last=False)
+            self._confirmed.discard(gone)
+
+    def confirm(self, digest: bytes) -> None:
+        """The store accepted a page with this content: its output is in the store."""
+        if digest in self._by_hash:
+            self._confirmed.add(digest)
+
+    def parsed(self, digest: bytes) -> bool:
+        """Whether a page with this content was parsed and its output accepted by the store."""
+        return digest in self._confirmed
+
+    def __len__(self) -> int:
+        return len(self._by_hash)
 
 
 def _seen_key(fp: bytes) -> int:
@@ -84,7 +141,7 @@ class JobRuntime:
         self.links = LinkCanonicalizer()
         self.seen: set[int] = set()
         self.handled: set[object] = set()  # link keys already judged (see LinkCanonicalizer.key)
-        self.content_seen: set[bytes] = set()
+        self.captures = Captures()
         self.traps = traps or trap_rules(spider_cls)
         self.max_attempts = spider_cls.max_attempts
 
@@ -175,7 +232,7 @@ class JobRuntime:
         callback: str | None,
         depth: int,
         fetched_at: float,
-        warc: tuple[str | None, str | None],
+        warc: Provenance,
     ) -> PageOutput:
         """Run the callback on ``response``; raises ParseError if the spider code fails."""
         out = PageOutput()
@@ -202,25 +259,45 @@ class JobRuntime:
         page_url: str,
         position: int,
         fetched_at: float,
-        warc: tuple[str | None, str | None],
+        warc: Provenance,
         out: PageOutput,
     ) -> None:
         checked = self.validator.check(obj, page_url=page_url, position=position)
         if isinstance(checked, Invalid):
             self._quarantine(checked, page_url, fetched_at, warc, out)
         else:
-            out.records.append(RecordRow(checked.key, checked.data, page_url, fetched_at, *warc))
+            out.records.append(
+                RecordRow(
+                    checked.key,
+                    checked.data,
+                    page_url,
+                    fetched_at,
+                    warc.file,
+                    warc.record_id,
+                    warc.refers_to_file,
+                    warc.refers_to,
+                )
+            )
 
     @staticmethod
     def _quarantine(
         invalid: Invalid,
         page_url: str,
         fetched_at: float,
-        warc: tuple[str | None, str | None],
+        warc: Provenance,
         out: PageOutput,
     ) -> None:
         out.quarantined.append(
-            QuarantineRow(invalid.data, invalid.errors, page_url, fetched_at, *warc)
+            QuarantineRow(
+                invalid.data,
+                invalid.errors,
+                page_url,
+                fetched_at,
+                warc.file,
+                warc.record_id,
+                warc.refers_to_file,
+                warc.refers_to,
+            )
         )
 
 

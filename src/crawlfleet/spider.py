@@ -137,6 +137,10 @@ class Spider:
       ``host_page_budget`` (requests per host), ``pattern_budget`` (requests per URL shape); a
       link over one of them is kept as ``dead(trap)``, never fetched.
     * ``custom_settings``: per-spider overrides of worker settings.
+    * ``skip_duplicate_content``: do not parse a page whose body this worker already parsed under
+      another URL. Off by default, and right only when a page's records and links do not depend on
+      its URL (relative links, ``response.url``, records keyed by page): every fetched page is
+      parsed otherwise. Duplicates are archived once either way (WARC ``revisit`` records).
     """
 
     name: ClassVar[str] = ""
@@ -151,6 +155,7 @@ class Spider:
     obey_robots: ClassVar[bool] = True
     max_attempts: ClassVar[int] = 5
     allow_private_addresses: ClassVar[bool] = False
+    skip_duplicate_content: ClassVar[bool] = False
     # Trap guards; None takes [traps] from crawlfleet.toml (see policy.traps.TrapRules).
     max_depth: ClassVar[int | None] = None
     max_url_length: ClassVar[int | None] = None

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from crawlfleet import metrics
 from crawlfleet.config import Settings
 from crawlfleet.data.rawstore import RawStore, open_raw_store
-from crawlfleet.data.warc import WarcRef, WarcWriter
+from crawlfleet.data.warc import Capture, WarcRef, WarcWriter
 from crawlfleet.errors import CrawlfleetError, FetchError, SpiderLoadError
-from crawlfleet.extract import JobRuntime, ParseError, trap_rules
+from crawlfleet.extract import JobRuntime, ParseError, Provenance, trap_rules
 from crawlfleet.fetch.http import FetchResult, FetchSettings, HttpFetcher
 from crawlfleet.fetch.robots import RobotsCache
 from crawlfleet.frontier.base import (
@@ -378,6 +378,8 @@ class Worker:
         metrics.FETCH_DURATION.observe(elapsed)
         metrics.BYTES.inc(len(result.body))
         fetched_at = time.time()
+        digest = job.runtime.content_hash(result.body)
+        earlier = job.runtime.captures.get(digest)
         ref = job.warc.write(
             url=result.url,
             method=lease.method,
@@ -390,8 +392,9 @@ class Worker:
             fetched_at=fetched_at,
             ip=result.remote_ip,
             request_body=lease.body,
+            revisit_of=earlier,
         )
-        self._judge(job, lease, result, ref, fetched_at, elapsed, started_at)
+        self._judge(job, lease, result, ref, digest, earlier, fetched_at, elapsed, started_at)
 
     async def _give_back(self, lease: Lease) -> None:
         """Release ``lease`` unfetched (no attempt used) and stop holding it."""
@@ -455,6 +458,8 @@ class Worker:
         lease: Lease,
         result: FetchResult,
         ref: WarcRef,
+        digest: bytes,
+        earlier: Capture | None,
         fetched_at: float,
         elapsed: float,
         started_at: float | None = None,
@@ -492,18 +497,29 @@ class Worker:
                 started_at=started_at,
             )
             return
-        digest = rt.content_hash(result.body)
-        if digest in rt.content_seen:  # same bytes under another URL: noted, not parsed again
-            done = Completion(
-                lease.ref,
-                result.status,
-                content_hash=digest,
-                elapsed=elapsed,
-                started_at=started_at,
+        warc = Provenance(
+            job.raw.locate(ref.file),
+            ref.record_id,
+            earlier.file if earlier else None,
+            earlier.record_id if earlier else None,
+        )
+        if earlier is None:  # later pages with these bytes are archived as revisits of this one
+            rt.captures.remember(
+                digest, Capture(warc.file, ref.record_id, ref.target_uri, ref.date)
             )
-            self._done(rt, done)
+        else:
             metrics.FETCHES.labels("duplicate_content").inc()
-            return
+            # the spider's own opt-in, never a default: a page's output depends on its URL
+            if rt.spider_cls.skip_duplicate_content and rt.captures.parsed(digest):
+                done = Completion(
+                    lease.ref,
+                    result.status,
+                    content_hash=digest,
+                    elapsed=elapsed,
+                    started_at=started_at,
+                )
+                self._done(rt, done)
+                return
         try:
             out = rt.process(
                 response,
@@ -512,7 +528,7 @@ class Worker:
                 callback=lease.callback,
                 depth=lease.depth,
                 fetched_at=fetched_at,
-                warc=(job.raw.locate(ref.file), ref.record_id),
+                warc=warc,
             )
         except ParseError as exc:
             self._fail(
@@ -634,9 +650,9 @@ class Worker:
                     rt.forget(completion.discovered)
                     refused += 1
                 elif completion.content_hash is not None:
-                    # seen only once the store took the page: were a refused (fenced) page's
-                    # bytes marked seen, its refetch here would skip parsing and lose its records
-                    rt.content_seen.add(completion.content_hash)
+                    # parsed only once the store took the page: were a refused (fenced) page
+                    # taken as parsed, skip_duplicate_content would lose its records
+                    rt.captures.confirm(completion.content_hash)
                 self._held.pop(completion.lease.id, None)
         if batch.failed:
             accepted = await self.frontier.fail(batch.failed)

@@ -20,16 +20,28 @@ CRAWLFLEET = [sys.executable, "-m", "crawlfleet"]
 @contextmanager
 def demo_shop(*args: str) -> Iterator[str]:
     """Serve the demo shop in a subprocess; yields its base URL."""
+    with demo_shops(1, *args) as bases:
+        yield bases[0]
+
+
+@contextmanager
+def demo_shops(hosts: int, *args: str) -> Iterator[list[str]]:
+    """Serve one demo shop on ``hosts`` loopback addresses (127.0.0.1, 127.0.0.2, ...) at once:
+    the same pages under several host names. Yields their base URLs."""
+    addresses = [arg for i in range(1, hosts + 1) for arg in ("--host", f"127.0.0.{i}")]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "crawlfleet.demo.server", "--port", "0", *args],
+        [sys.executable, "-m", "crawlfleet.demo.server", "--port", "0", *addresses, *args],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        assert line.startswith("listening on "), line
-        yield line.removeprefix("listening on ")
+        bases = []
+        for _ in range(hosts):
+            line = proc.stdout.readline().strip()
+            assert line.startswith("listening on "), line
+            bases.append(line.removeprefix("listening on "))
+        yield bases
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

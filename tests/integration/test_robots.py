@@ -167,3 +167,22 @@ async def test_a_cancelled_caller_does_not_cancel_the_shared_fetch(
     first.cancel()
     assert await second is False
     assert hostile_site.hits["/robots.txt"] == 1
+
+
+async def test_rules_are_per_host_and_port(robots: RobotsCache) -> None:
+    """Two servers on one host, different ports: each origin is judged by its own robots.txt."""
+    from tests.sites.hostile import start_site
+
+    strict, stop_strict = await start_site()
+    open_, stop_open = await start_site()
+    open_.robots = "404"  # no robots.txt: everything allowed
+    try:
+        assert strict.port != open_.port
+        assert not await robots.allowed(strict.url("/private/x"))
+        assert await robots.allowed(open_.url("/private/x"))
+        assert robots.cached_verdict(strict.url("/private/y")) is False
+        assert robots.cached_verdict(open_.url("/private/y")) is True
+        assert (strict.hits["/robots.txt"], open_.hits["/robots.txt"]) == (1, 1)
+    finally:
+        await stop_strict()
+        await stop_open()

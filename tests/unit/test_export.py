@@ -34,6 +34,9 @@ def rows(count: int = 5) -> list[RecordRow]:
             fetched_at=FETCHED_AT + n,
             warc_file="w1-20240501120000-00000.warc.gz",
             warc_record_id=f"<urn:uuid:{n}>",
+            # archived as a revisit of an earlier capture of the same payload
+            warc_refers_to_file="w0-20240501115959-00000.warc.gz",
+            warc_refers_to=f"<urn:uuid:first-{n}>",
         )
         for n in range(count)
     ]
@@ -44,6 +47,8 @@ PROVENANCE_0 = {
     "_fetched_at": "2024-05-01T12:00:00.500000Z",
     "_warc_file": "w1-20240501120000-00000.warc.gz",
     "_warc_record_id": "<urn:uuid:0>",
+    "_warc_refers_to_file": "w0-20240501115959-00000.warc.gz",
+    "_warc_refers_to": "<urn:uuid:first-0>",
 }
 
 
@@ -67,6 +72,8 @@ def test_jsonl_with_provenance_and_mapping_rows(tmp_path: Path) -> None:
         "_fetched_at": "2024-05-01T12:00:00.500000Z",
         "_warc_file": None,
         "_warc_record_id": None,
+        "_warc_refers_to_file": None,
+        "_warc_refers_to": None,
     }
 
 

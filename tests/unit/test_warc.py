@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawlfleet.data.warc import WarcRef, WarcWriter, recover
+from crawlfleet.data.warc import REVISIT_PROFILE, Capture, WarcRef, WarcWriter, recover
 
 SECRETS = ("Bearer-tok3n-XYZ", "proxy-pw-5678", "sid=cookie-secret-42", "url-passw0rd")
 FETCHED_AT = 1_714_564_800.123456
@@ -282,3 +282,31 @@ def test_warc_ref_is_a_value() -> None:
 def test_bad_prefix_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="prefix"):
         WarcWriter(tmp_path, prefix="a/b")
+
+
+def test_revisit_record_refers_to_the_first_capture(tmp_path: Path) -> None:
+    body = b"<html><body>the same page under two URLs</body></html>" * 50
+    first = exchange(1, body=body, url="https://a.example/p")
+    with WarcWriter(tmp_path, prefix="w1") as writer:
+        ref = writer.write(**first)
+        original = Capture("w1.warc.gz", ref.record_id, ref.target_uri, ref.date)
+        again = writer.write(
+            **exchange(3, body=body, url="https://b.example/p"), revisit_of=original
+        )
+    assert (ref.revisit, again.revisit) == (False, True)
+    assert (ref.target_uri, ref.date) == ("https://a.example/p", "2024-05-01T12:00:01.123456Z")
+
+    response, revisit = (r for r in all_records(tmp_path) if r["type"] in ("response", "revisit"))
+    assert revisit["type"] == "revisit"
+    h = revisit["headers"]
+    assert h["WARC-Record-ID"] == again.record_id
+    assert h["WARC-Profile"] == REVISIT_PROFILE
+    assert h["WARC-Refers-To"] == ref.record_id == response["headers"]["WARC-Record-ID"]
+    assert h["WARC-Refers-To-Target-URI"] == "https://a.example/p"
+    assert h["WARC-Refers-To-Date"] == response["headers"]["WARC-Date"]
+    assert h["WARC-Target-URI"] == "https://b.example/p"
+    # identical payload: the same digest, and the bytes are not stored a second time
+    assert h["WARC-Payload-Digest"] == response["headers"]["WARC-Payload-Digest"]
+    assert revisit["body"] == b"" and response["body"] == body
+    assert revisit["http"].get_statuscode() == "200"
+    assert revisit["digests_ok"] is not False

@@ -30,9 +30,8 @@ FORMATS: Final = ("jsonl", "csv", "parquet")
 
 CSV_SAMPLE: Final = 1_000
 PARQUET_BATCH: Final = 10_000
-_ROW_FIELDS: Final = frozenset(
-    {"key", "data", "errors", "url", "fetched_at", "warc_file", "warc_record_id"}
-)
+_WARC_FIELDS: Final = ("warc_file", "warc_record_id", "warc_refers_to_file", "warc_refers_to")
+_ROW_FIELDS: Final = frozenset({"key", "data", "errors", "url", "fetched_at", *_WARC_FIELDS})
 _JSON_META: Final = {b"crawlfleet.encoding": b"json"}
 
 
@@ -47,7 +46,10 @@ def export_records(
 
     ``rows`` are ``RecordRow`` objects or mappings with the same fields (at least ``data``).
     With ``provenance``, columns ``_url``, ``_fetched_at`` (ISO 8601, UTC), ``_warc_file`` and
-    ``_warc_record_id`` follow the data. Quarantine rows (``QuarantineRow``, or mappings with
+    ``_warc_record_id`` (the WARC record of the fetch) follow the data, then
+    ``_warc_refers_to_file`` and ``_warc_refers_to``: for a page archived as a ``revisit`` (its
+    bytes were the same as an earlier page's), the first capture, which holds the payload; empty
+    otherwise. Quarantine rows (``QuarantineRow``, or mappings with
     ``errors``) export too: their errors as an ``_errors`` column, and data that is not a mapping
     as ``_data``. Raises ``UsageError`` when ``path`` cannot be written.
     """
@@ -82,8 +84,7 @@ def _flatten(
             "data": row.data,
             "url": row.url,
             "fetched_at": row.fetched_at,
-            "warc_file": row.warc_file,
-            "warc_record_id": row.warc_record_id,
+            **{name: getattr(row, name) for name in _WARC_FIELDS},
         }
         if isinstance(row, QuarantineRow):
             fields = {**fields, "errors": list(row.errors)}
@@ -101,8 +102,8 @@ def _flatten(
         fetched_at = fields.get("fetched_at")
         out["_url"] = fields.get("url")
         out["_fetched_at"] = None if fetched_at is None else _iso(fetched_at)
-        out["_warc_file"] = fields.get("warc_file")
-        out["_warc_record_id"] = fields.get("warc_record_id")
+        for name in _WARC_FIELDS:
+            out[f"_{name}"] = fields.get(name)
     return out
 
 

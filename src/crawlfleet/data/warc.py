@@ -44,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - isal has wheels for the usual platforms
     _isal_zlib = None
 
-__all__ = ["SECRET_HEADERS", "WarcRef", "WarcWriter", "recover"]
+__all__ = ["REVISIT_PROFILE", "SECRET_HEADERS", "Capture", "WarcRef", "WarcWriter", "recover"]
 
 OPEN_SUFFIX: Final = ".warc.gz.open"
 CLOSED_SUFFIX: Final = ".warc.gz"
@@ -65,10 +65,34 @@ _FILE_BUFFER: Final = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class WarcRef:
-    """Where a response was archived: the closed file's base name and its ``WARC-Record-ID``."""
+    """Where a response was archived: the closed file's base name and its ``WARC-Record-ID``,
+    with the record's ``WARC-Target-URI`` and ``WARC-Date`` (what a later revisit refers to) and
+    whether it is itself a ``revisit``."""
 
     file: str
     record_id: str
+    target_uri: str = ""
+    date: str = ""
+    revisit: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """A response already archived in full, that later identical payloads refer to (``revisit``).
+
+    ``file`` is the WARC file holding it as the caller locates it (a path or object URL),
+    ``record_id`` its ``WARC-Record-ID``, ``target_uri`` and ``date`` its ``WARC-Target-URI`` and
+    ``WARC-Date`` (WARC/1.1 ``WARC-Refers-To-*``).
+    """
+
+    file: str | None
+    record_id: str
+    target_uri: str
+    date: str
+
+
+#: the WARC/1.1 revisit profile for a payload identical to an earlier capture's
+REVISIT_PROFILE: Final = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 
 
 # --- Work items for the writer thread ---------------------------------------------------------
@@ -81,6 +105,8 @@ class _Record:
     head: bytes  # WARC header lines, without digests, Content-Length and the blank line
     block_head: bytes  # start of the block: the HTTP header block ("" for warcinfo)
     payload: bytes
+    #: a revisit record: the payload its WARC-Payload-Digest is computed over, not written
+    omitted: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -172,6 +198,11 @@ def _request_target(url: str) -> str:
     return url[slash:fragment] if fragment >= 0 else url[slash:]
 
 
+def _target_uri(url: str) -> str:
+    """``WARC-Target-URI`` of ``url``: credentials masked, and no fragment (never sent)."""
+    return _clean(mask_credentials(url)).partition("#")[0]
+
+
 def _warc_head(fields: Sequence[tuple[str, str]]) -> bytes:
     text = "WARC/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in fields)
     return _encode(text)
@@ -197,6 +228,32 @@ def _http_record(
     return _Record(head=head, block_head=block_head, payload=payload)
 
 
+def _revisit_record(
+    record_id: str,
+    concurrent_to: str,
+    common: Sequence[tuple[str, str]],
+    block_head: bytes,
+    payload: bytes,
+    original: Capture,
+) -> _Record:
+    """A ``revisit`` record (identical-payload-digest profile): the response's HTTP headers, no
+    payload, and the original capture it stands for."""
+    head = _warc_head(
+        [
+            ("WARC-Type", "revisit"),
+            ("WARC-Record-ID", record_id),
+            *common,
+            ("WARC-Concurrent-To", concurrent_to),
+            ("WARC-Profile", REVISIT_PROFILE),
+            ("WARC-Refers-To", original.record_id),
+            ("WARC-Refers-To-Target-URI", original.target_uri),
+            ("WARC-Refers-To-Date", original.date),
+            ("Content-Type", "application/http; msgtype=response"),
+        ]
+    )
+    return _Record(head=head, block_head=block_head, payload=b"", omitted=payload)
+
+
 def _sha1_b32(digest: hashlib._Hash) -> bytes:
     return b"sha1:" + base64.b32encode(digest.digest())
 
@@ -208,7 +265,8 @@ def _raw_size(record: _Record) -> int:
 
 def _frame(record: _Record, level: int) -> bytes:
     """Digest, finish and gzip one record as its own member (runs in the writer thread)."""
-    payload_digest = hashlib.sha1(record.payload)  # noqa: S324 - WARC digests are sha1 by custom
+    digested = record.payload if record.omitted is None else record.omitted
+    payload_digest = hashlib.sha1(digested)  # noqa: S324 - WARC digests are sha1 by custom
     block_digest = hashlib.sha1(record.block_head)  # noqa: S324
     block_digest.update(record.payload)
     length = len(record.block_head) + len(record.payload)
@@ -316,15 +374,20 @@ class WarcWriter:
         fetched_at: float,
         ip: str | None = None,
         request_body: bytes | None = None,
+        revisit_of: Capture | None = None,
     ) -> WarcRef:
         """Archive one exchange as a ``request`` and a ``response`` record; returns the response's.
 
-        ``body`` is the decoded (identity) body; credentials in headers and URL are masked.
+        ``body`` is the decoded (identity) body; credentials in headers and URL are masked. With
+        ``revisit_of`` (an earlier capture of the same payload) the response is a ``revisit``
+        record instead: its headers, the payload's digest, and a reference to ``revisit_of``;
+        the payload itself is not stored again.
         """
         self._check()
         if self._file is None:
             self._start_file()
         assert self._file is not None
+        target = _target_uri(url)
         request, response, response_id = self._build_pair(
             url=url,
             method=method,
@@ -337,8 +400,11 @@ class WarcWriter:
             fetched_at=fetched_at,
             ip=ip,
             request_body=request_body or b"",
+            revisit_of=revisit_of,
         )
-        ref = WarcRef(self._file, response_id)
+        ref = WarcRef(
+            self._file, response_id, target, _warc_date(fetched_at), revisit_of is not None
+        )
         self._put(request, response)
         if self._estimated_size() >= self.max_size:
             self._end_file()
@@ -443,13 +509,13 @@ class WarcWriter:
         fetched_at: float,
         ip: str | None,
         request_body: bytes,
+        revisit_of: Capture | None = None,
     ) -> tuple[_Record, _Record, str]:
         """The request and response records (digests to come), and the response's record id."""
         version = (
             http_version if http_version.upper().startswith("HTTP/") else f"HTTP/{http_version}"
         )
-        # The fragment is never sent, so it is not part of the captured target.
-        target_uri = _clean(mask_credentials(url)).partition("#")[0]
+        target_uri = _target_uri(url)
         date = _warc_date(fetched_at)
         request_id, response_id = _record_id(), _record_id()
         common = [("WARC-Date", date), ("WARC-Target-URI", target_uri)]
@@ -466,14 +532,13 @@ class WarcWriter:
             request_body,
         )
         status_line = f"{version} {status} {_clean(reason)}".rstrip()
-        response = _http_record(
-            "response",
-            response_id,
-            request_id,
-            common,
-            _http_block_head(status_line, response_headers, len(body), framed=True),
-            body,
-        )
+        block_head = _http_block_head(status_line, response_headers, len(body), framed=True)
+        if revisit_of is not None:
+            response = _revisit_record(
+                response_id, request_id, common, block_head, body, revisit_of
+            )
+        else:
+            response = _http_record("response", response_id, request_id, common, block_head, body)
         return request, response, response_id
 
     # Writer thread

@@ -4,7 +4,8 @@ Run it::
 
     python -m crawlfleet.demo.server --host 127.0.0.1 --port 0 --products 2000 --transient-503 0.05
 
-It prints one line, ``listening on http://HOST:PORT``, and serves until SIGTERM or SIGINT.
+It prints ``listening on http://HOST:PORT`` (a line per ``--host``), and serves until SIGTERM or
+SIGINT.
 In-process: ``base_url, runner = await start_demo_server(Catalog(), Faults())`` and
 ``await runner.cleanup()`` when done.
 
@@ -326,24 +327,48 @@ async def _admin_reset(request: web.Request) -> web.StreamResponse:
 
 
 async def start_demo_server(
-    catalog: Catalog, faults: Faults | None = None, host: str = "127.0.0.1", port: int = 0
+    catalog: Catalog,
+    faults: Faults | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    also: Sequence[str] = (),
 ) -> tuple[str, web.AppRunner]:
     """Serve the shop on ``host:port`` (0 = a free port); returns its base URL and the runner.
 
-    Call ``await runner.cleanup()`` to stop it.
+    ``also`` names more addresses (e.g. ``127.0.0.2``) serving the very same shop on the same
+    port: one site with the same pages under several host names, as mirrors and sites that share
+    templates are. Their base URLs are :func:`base_urls` of the runner. Call
+    ``await runner.cleanup()`` to stop it.
     """
     runner = web.AppRunner(make_app(catalog, faults), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    bound_host, bound_port = runner.addresses[0][:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    return f"http://{shown}:{bound_port}", runner
+    bound_port = runner.addresses[0][1]
+    for extra in also:
+        await web.TCPSite(runner, extra, bound_port).start()
+    return base_urls(runner)[0], runner
+
+
+def base_urls(runner: web.AppRunner) -> list[str]:
+    """The base URL of every address ``runner`` serves, in the order they were started."""
+    urls = []
+    for address in runner.addresses:
+        bound_host, bound_port = address[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        urls.append(f"http://{shown}:{bound_port}")
+    return urls
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m crawlfleet.demo.server", description=__doc__)
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--host",
+        action="append",
+        default=None,
+        help="address to serve on (repeat it: the same shop on several hosts, one port)",
+    )
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--products", type=int, default=2000)
     p.add_argument("--seed", type=int, default=7)
@@ -378,14 +403,16 @@ def faults_from_args(args: argparse.Namespace) -> Faults:
 async def serve(args: argparse.Namespace) -> None:
     """Serve until SIGTERM or SIGINT, announcing the address on stdout first."""
     catalog = Catalog(n_products=args.products, seed=args.seed)
-    base_url, runner = await start_demo_server(
-        catalog, faults_from_args(args), args.host, args.port
+    hosts = args.host or ["127.0.0.1"]
+    _, runner = await start_demo_server(
+        catalog, faults_from_args(args), hosts[0], args.port, also=hosts[1:]
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"listening on {base_url}", flush=True)
+    for url in base_urls(runner):
+        print(f"listening on {url}", flush=True)
     try:
         await stop.wait()
     finally:

@@ -162,7 +162,12 @@ class LeaseRef:
 
 @dataclass(frozen=True, slots=True)
 class RecordRow:
-    """A validated record with its provenance."""
+    """A validated record with its provenance.
+
+    ``warc_file`` / ``warc_record_id``: the WARC record of the fetch the record came from. When
+    that fetch had the same payload as an earlier one and was archived as a ``revisit`` record,
+    ``warc_refers_to_file`` / ``warc_refers_to`` name the first capture, which holds the bytes.
+    """
 
     key: str
     data: Mapping[str, Any]
@@ -170,6 +175,8 @@ class RecordRow:
     fetched_at: float
     warc_file: str | None = None
     warc_record_id: str | None = None
+    warc_refers_to_file: str | None = None
+    warc_refers_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +189,8 @@ class QuarantineRow:
     fetched_at: float
     warc_file: str | None = None
     warc_record_id: str | None = None
+    warc_refers_to_file: str | None = None
+    warc_refers_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +202,8 @@ class Completion:
     records: Sequence[RecordRow] = ()
     quarantined: Sequence[QuarantineRow] = ()
     discovered: Sequence[NewRequest] = ()
+    #: the body's hash: the store notes the first request of a job with each content (later ones
+    #: are counted as duplicates and point at it: ``duplicate_of``)
     content_hash: bytes | None = None
     elapsed: float = 0.0  # response time (seconds): the domain's latency
     nbytes: int = 0
@@ -253,6 +264,7 @@ class JobStats:
     retry_depth_sum: int = 0  # sum over finished requests of (attempts - 1)
     oldest_queued_age: float = 0.0
     traps: int = 0  # dead(trap): links refused by trap guards and budgets
+    duplicates: int = 0  # done requests whose body was the same as an earlier request's
     traps_by_domain: Mapping[str, int] = field(default_factory=dict)
     #: finished (done or dead) fetched requests by how many attempts they took
     attempts_histogram: Mapping[int, int] = field(default_factory=dict)

@@ -33,6 +33,7 @@ __all__ = [
     "quarantine_from_row",
     "quarantine_values",
     "record_from_row",
+    "record_values",
     "request_values",
 ]
 
@@ -69,6 +70,8 @@ def quarantine_values(job_id: int, q: QuarantineRow) -> tuple[Any, ...]:
         q.fetched_at,
         q.warc_file,
         q.warc_record_id,
+        q.warc_refers_to_file,
+        q.warc_refers_to,
     )
 
 
@@ -122,12 +125,25 @@ def dead_from_row(row: Sequence[Any], history: Sequence[Attempt] = ()) -> DeadLe
     )
 
 
+def record_values(r: RecordRow) -> tuple[Any, ...]:
+    """A record's columns after its job and key, in the order of ``upsert_record(s)``."""
+    return (
+        dumps(r.data),
+        r.url,
+        r.fetched_at,
+        r.warc_file,
+        r.warc_record_id,
+        r.warc_refers_to_file,
+        r.warc_refers_to,
+    )
+
+
 def record_from_row(row: Sequence[Any]) -> RecordRow:
-    key, data, url, fetched_at, warc_file, warc_id = row
-    return RecordRow(key, json.loads(data), url, fetched_at, warc_file, warc_id)
+    key, data, url, fetched_at, *warc = row
+    return RecordRow(key, json.loads(data), url, fetched_at, *warc)
 
 
 def quarantine_from_row(row: Sequence[Any]) -> QuarantineRow:
-    _id, data, errors, url, fetched_at, warc_file, warc_id = row
+    _id, data, errors, url, fetched_at, *warc = row
     data_obj = json.loads(data) if data else None
-    return QuarantineRow(data_obj, json.loads(errors), url, fetched_at, warc_file, warc_id)
+    return QuarantineRow(data_obj, json.loads(errors), url, fetched_at, *warc)

@@ -47,6 +47,7 @@ from crawlfleet.frontier.common import (
     quarantine_from_row,
     quarantine_values,
     record_from_row,
+    record_values,
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
@@ -439,26 +440,20 @@ class PostgresFrontier:
         records: dict[tuple[int, str], tuple[Any, ...]] = {}
         for c in done:
             for r in c.records:  # the last row of one key wins, as with sequential upserts
-                records[(job_of[c.lease.id], r.key)] = (
-                    r.data,
-                    r.url,
-                    r.fetched_at,
-                    r.warc_file,
-                    r.warc_record_id,
-                )
+                records[(job_of[c.lease.id], r.key)] = record_values(r)
         if records:
             keys = sorted(records)
             await conn.execute(
                 Q["upsert_records"],
                 now,
                 *_columns(keys, 2),
-                *_columns((dumps(v[0]), *v[1:]) for v in (records[k] for k in keys)),
+                *_columns((records[k] for k in keys), 7),
             )
         quarantined = [
             quarantine_values(job_of[c.lease.id], q) for c in done for q in c.quarantined
         ]
         if quarantined:
-            await conn.execute(Q["insert_quarantine"], *_columns(quarantined, 7))
+            await conn.execute(Q["insert_quarantine"], *_columns(quarantined, 9))
         contents = sorted(
             (job_of[c.lease.id], c.content_hash, c.lease.id)
             for c in done
@@ -466,6 +461,7 @@ class PostgresFrontier:
         )
         if contents:
             await conn.execute(Q["insert_content"], *_columns(contents, 3))
+            await conn.execute(Q["note_duplicates"], *_columns(contents, 3))
         domain_of = {r[0]: r[2] for r in rows}
         events: dict[str, list[pace.Event]] = {}
         for c in done:
@@ -570,6 +566,7 @@ class PostgresFrontier:
             traps=sum(traps.values()),
             traps_by_domain=traps,
             attempts_histogram=histogram,
+            duplicates=s[10],
         )
 
     async def is_finished(self, job: str) -> bool:

@@ -47,6 +47,7 @@ from crawlfleet.frontier.common import (
     quarantine_from_row,
     quarantine_values,
     record_from_row,
+    record_values,
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
@@ -448,19 +449,7 @@ class SQLiteFrontier:
             done.append((c.status, now, c.lease.id))
             freed[domain] += 1
             events.setdefault(domain, []).append(pace.event_of_completion(c))
-            records.extend(
-                (
-                    job_id,
-                    r.key,
-                    dumps(r.data),
-                    r.url,
-                    r.fetched_at,
-                    r.warc_file,
-                    r.warc_record_id,
-                    now,
-                )
-                for r in c.records
-            )
+            records.extend((job_id, r.key, *record_values(r), now) for r in c.records)
             quarantined.extend(quarantine_values(job_id, q) for q in c.quarantined)
             if c.content_hash is not None:
                 contents.append((job_id, c.content_hash, c.lease.id))
@@ -470,6 +459,7 @@ class SQLiteFrontier:
         db.executemany(Q["upsert_record"], records)
         db.executemany(Q["insert_quarantine"], quarantined)
         db.executemany(Q["insert_content"], contents)
+        db.executemany(Q["note_duplicate"], contents)
         for job_id, reqs in discovered.items():
             self._enqueue(db, job_id, reqs)
         self._pace(db, now, freed, events)
@@ -589,6 +579,7 @@ class SQLiteFrontier:
                 quarantined=quar,
                 traps=sum(traps.values()),
                 traps_by_domain=traps,
+                duplicates=s[8] or 0,
                 attempts_histogram=dict(db.execute(Q["attempts_histogram"], (j.id,)).fetchall()),
             )
 

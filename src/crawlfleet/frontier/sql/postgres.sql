@@ -118,7 +118,7 @@ CREATE TABLE quarantine (
 );
 CREATE INDEX quarantine_job ON quarantine (job_id, id);
 
--- content dedup: the first request whose body had this hash; later ones are noted, not parsed
+-- content dedup: the first request whose body had this hash (later ones point at it)
 CREATE TABLE content (
     job_id     bigint NOT NULL,
     hash       bytea NOT NULL,
@@ -162,6 +162,18 @@ CREATE TABLE budgets (
     used   integer NOT NULL,
     PRIMARY KEY (job_id, kind, key)
 );
+
+-- name: migration_0004_content
+-- A page whose body was seen before under another URL is still parsed (its links and records
+-- depend on its URL) and archived as a WARC revisit record; the request notes the first request
+-- with that content, and records carry the WARC record that holds the payload.
+ALTER TABLE requests ADD COLUMN duplicate_of bigint;
+ALTER TABLE records
+    ADD COLUMN warc_refers_to_file text,
+    ADD COLUMN warc_refers_to text;
+ALTER TABLE quarantine
+    ADD COLUMN warc_refers_to_file text,
+    ADD COLUMN warc_refers_to text;
 
 -- name: advisory_lock
 -- Serialises upgrade() across every process starting at once (a fleet boots together); the lock
@@ -512,25 +524,38 @@ RETURNING r.id, r.domain;
 -- name: upsert_records
 -- a record key is one record: a refetch replaces it, never duplicates it. The caller keeps the
 -- last of several rows with one key (DO UPDATE may touch a row once per statement) and sorts them.
-INSERT INTO records (job_id, key, data, url, fetched_at, warc_file, warc_record_id, updated_at)
-SELECT u.job_id, u.key, u.data, u.url, u.fetched_at, u.warc_file, u.warc_record_id, $1
+INSERT INTO records (job_id, key, data, url, fetched_at, warc_file, warc_record_id,
+                     warc_refers_to_file, warc_refers_to, updated_at)
+SELECT u.job_id, u.key, u.data, u.url, u.fetched_at, u.warc_file, u.warc_record_id,
+       u.warc_refers_to_file, u.warc_refers_to, $1
 FROM unnest($2::bigint[], $3::text[], $4::jsonb[], $5::text[], $6::float8[], $7::text[],
-            $8::text[])
-     AS u(job_id, key, data, url, fetched_at, warc_file, warc_record_id)
+            $8::text[], $9::text[], $10::text[])
+     AS u(job_id, key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+          warc_refers_to)
 ON CONFLICT (job_id, key) DO UPDATE SET
     data = excluded.data, url = excluded.url, fetched_at = excluded.fetched_at,
     warc_file = excluded.warc_file, warc_record_id = excluded.warc_record_id,
+    warc_refers_to_file = excluded.warc_refers_to_file, warc_refers_to = excluded.warc_refers_to,
     updated_at = excluded.updated_at;
 
 -- name: insert_quarantine
-INSERT INTO quarantine (job_id, url, data, errors, fetched_at, warc_file, warc_record_id)
+INSERT INTO quarantine (job_id, url, data, errors, fetched_at, warc_file, warc_record_id,
+                        warc_refers_to_file, warc_refers_to)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::jsonb[], $5::float8[],
-                     $6::text[], $7::text[]);
+                     $6::text[], $7::text[], $8::text[], $9::text[]);
 
 -- name: insert_content
 INSERT INTO content (job_id, hash, request_id)
 SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[])
 ON CONFLICT (job_id, hash) DO NOTHING;
+
+-- name: note_duplicates
+-- after insert_content: a request whose content a previous request of the job had points at it
+-- (its row is already locked by this transaction's complete)
+UPDATE requests r SET duplicate_of = c.request_id
+FROM unnest($1::bigint[], $2::bytea[], $3::bigint[]) AS u(job_id, hash, id)
+JOIN content c ON c.job_id = u.job_id AND c.hash = u.hash
+WHERE r.id = u.id AND c.request_id <> u.id;
 
 -- name: count_states
 SELECT
@@ -543,7 +568,8 @@ SELECT
     coalesce(sum(attempts - 1) FILTER (WHERE state IN ('done', 'dead') AND attempts > 0), 0),
     min(created_at) FILTER (WHERE state = 'queued' AND ready_at <= $1),
     (SELECT count(*) FROM records WHERE job_id = $2),
-    (SELECT count(*) FROM quarantine WHERE job_id = $2)
+    (SELECT count(*) FROM quarantine WHERE job_id = $2),
+    count(*) FILTER (WHERE duplicate_of IS NOT NULL)
 FROM requests WHERE job_id = $2;
 
 -- name: attempts_histogram
@@ -561,11 +587,15 @@ GROUP BY domain;
 SELECT EXISTS (SELECT FROM requests WHERE job_id = $1 AND state IN ('queued', 'leased'));
 
 -- name: iter_records
-SELECT key, data::text, url, fetched_at, warc_file, warc_record_id FROM records
+SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to
+FROM records
 WHERE job_id = $1 AND key > $2 ORDER BY key LIMIT $3;
 
 -- name: iter_quarantine
-SELECT id, data::text, errors::text, url, fetched_at, warc_file, warc_record_id FROM quarantine
+SELECT id, data::text, errors::text, url, fetched_at, warc_file, warc_record_id,
+       warc_refers_to_file, warc_refers_to
+FROM quarantine
 WHERE job_id = $1 AND id > $2 ORDER BY id LIMIT $3;
 
 -- name: dead_letters

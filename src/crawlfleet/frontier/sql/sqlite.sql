@@ -118,7 +118,7 @@ CREATE TABLE IF NOT EXISTS quarantine (
 );
 CREATE INDEX IF NOT EXISTS quarantine_job ON quarantine (job_id);
 
--- content dedup: the first request whose body had this hash; later ones are noted, not parsed
+-- content dedup: the first request whose body had this hash (later ones point at it)
 CREATE TABLE IF NOT EXISTS content (
     job_id     INTEGER NOT NULL,
     hash       BLOB NOT NULL,
@@ -151,6 +151,16 @@ CREATE TABLE budgets (
     used   INTEGER NOT NULL,
     PRIMARY KEY (job_id, kind, key)
 ) WITHOUT ROWID;
+
+-- name: migration_0003_content
+-- Schema version 3: a page whose body was seen before under another URL is still parsed (its
+-- links and records depend on its URL) and archived as a WARC revisit record; the request notes
+-- the first request with that content, and records carry the WARC record that holds the payload.
+ALTER TABLE requests ADD COLUMN duplicate_of INTEGER;
+ALTER TABLE records ADD COLUMN warc_refers_to_file TEXT;
+ALTER TABLE records ADD COLUMN warc_refers_to TEXT;
+ALTER TABLE quarantine ADD COLUMN warc_refers_to_file TEXT;
+ALTER TABLE quarantine ADD COLUMN warc_refers_to TEXT;
 
 -- name: schema_version
 SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version';
@@ -366,19 +376,28 @@ INSERT INTO attempts (request_id, n, at, outcome, status, error, route) VALUES (
 
 -- name: upsert_record
 -- a record key is one record: a refetch replaces it, never duplicates it
-INSERT INTO records (job_id, key, data, url, fetched_at, warc_file, warc_record_id, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO records (job_id, key, data, url, fetched_at, warc_file, warc_record_id,
+                     warc_refers_to_file, warc_refers_to, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (job_id, key) DO UPDATE SET
     data = excluded.data, url = excluded.url, fetched_at = excluded.fetched_at,
     warc_file = excluded.warc_file, warc_record_id = excluded.warc_record_id,
+    warc_refers_to_file = excluded.warc_refers_to_file, warc_refers_to = excluded.warc_refers_to,
     updated_at = excluded.updated_at;
 
 -- name: insert_quarantine
-INSERT INTO quarantine (job_id, url, data, errors, fetched_at, warc_file, warc_record_id)
-VALUES (?, ?, ?, ?, ?, ?, ?);
+INSERT INTO quarantine (job_id, url, data, errors, fetched_at, warc_file, warc_record_id,
+                        warc_refers_to_file, warc_refers_to)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: insert_content
 INSERT OR IGNORE INTO content (job_id, hash, request_id) VALUES (?, ?, ?);
+
+-- name: note_duplicate
+-- after insert_content: a request whose content a previous request of the job had points at it
+UPDATE requests SET duplicate_of = nullif(
+    (SELECT request_id FROM content WHERE job_id = ?1 AND hash = ?2), ?3)
+WHERE id = ?3;
 
 -- name: count_states
 SELECT
@@ -389,7 +408,8 @@ SELECT
     sum(state = 'dead'),
     sum(attempts > 1),
     sum(CASE WHEN state IN ('done', 'dead') AND attempts > 0 THEN attempts - 1 ELSE 0 END),
-    min(CASE WHEN state = 'queued' AND ready_at <= :now THEN created_at END)
+    min(CASE WHEN state = 'queued' AND ready_at <= :now THEN created_at END),
+    sum(duplicate_of IS NOT NULL)
 FROM requests WHERE job_id = :job_id;
 
 -- name: attempts_histogram
@@ -411,11 +431,14 @@ SELECT (SELECT count(*) FROM records WHERE job_id = :job_id),
 SELECT 1 FROM requests WHERE job_id = ? AND state IN ('queued', 'leased') LIMIT 1;
 
 -- name: iter_records
-SELECT key, data, url, fetched_at, warc_file, warc_record_id FROM records
+SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file, warc_refers_to
+FROM records
 WHERE job_id = ? AND key > ? ORDER BY key LIMIT ?;
 
 -- name: iter_quarantine
-SELECT id, data, errors, url, fetched_at, warc_file, warc_record_id FROM quarantine
+SELECT id, data, errors, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to
+FROM quarantine
 WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?;
 
 -- name: dead_letters

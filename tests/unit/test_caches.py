@@ -1,0 +1,98 @@
+"""Caches keyed on something coarser than the request never stand in for the request's own work.
+
+A page's output depends on its URL (relative links resolve against it); a request's identity is
+its canonical URL, method and body. Each worker-side cache here is pinned: two requests that
+differ in what their result depends on never share a cache entry.
+"""
+
+from __future__ import annotations
+
+from crawlfleet.data.warc import Capture
+from crawlfleet.extract import Captures, JobRuntime, PageOutput
+from crawlfleet.frontier.base import Job, JobState
+from crawlfleet.spider import Request, Spider
+from crawlfleet.urls import LinkCanonicalizer
+
+
+class Site(Spider):
+    name = "site"
+    start_urls = ["http://a.example/", "http://a.example:8080/"]
+
+
+def runtime() -> JobRuntime:
+    return JobRuntime(Job(1, "site", "site.py", JobState.RUNNING, {}, 0.0), Site)
+
+
+def discovered(rt: JobRuntime, *requests: Request) -> list[str]:
+    out = PageOutput()
+    for req in requests:
+        rt.link(req, 1, out)
+    return [r.url for r in out.discovered]
+
+
+def test_judged_links__same_relative_href_on_two_pages__two_links() -> None:
+    rt = runtime()
+    got = discovered(
+        rt,
+        Request.link("item-1.html", None, "http://a.example/a/index.html"),
+        Request.link("item-1.html", None, "http://a.example/b/index.html"),
+        Request.link("item-1.html", None, "http://a.example/a/page-2.html"),  # same as the first
+    )
+    assert got == ["http://a.example/a/item-1.html", "http://a.example/b/item-1.html"]
+
+
+def test_judged_links__root_relative_href_keeps_each_base_port() -> None:
+    rt = runtime()
+    got = discovered(
+        rt,
+        Request.link("/x", None, "http://a.example/p"),
+        Request.link("/x", None, "http://a.example:8080/p"),
+    )
+    assert got == ["http://a.example/x", "http://a.example:8080/x"]
+
+
+def test_link_canonicalizer__cache_key_differs_by_base_where_the_result_does() -> None:
+    links = LinkCanonicalizer()
+    assert links.key("/x", "http://a.example/p") != links.key("/x", "http://a.example:8080/p")
+    assert links.key("y", "http://a.example/p/") != links.key("y", "http://a.example/q/")
+    assert links.key("/x", "http://a.example/p") == links.key("/x", "http://a.example/q")
+
+
+def test_seen_set__same_url_with_another_method_or_body_is_another_request() -> None:
+    rt = runtime()
+    url = "http://a.example/search"
+    out = PageOutput()
+    for req in (
+        Request(url),
+        Request(url, method="POST", body=b"q=1"),
+        Request(url, method="POST", body=b"q=2"),
+        Request(url, method="POST", body=b"q=1"),  # the same as the second
+    ):
+        rt.link(req, 1, out)
+    assert [(r.method, r.body) for r in out.discovered] == [
+        ("GET", None),
+        ("POST", b"q=1"),
+        ("POST", b"q=2"),
+    ]
+
+
+def test_captures__bounded_and_a_miss_is_only_a_full_copy() -> None:
+    captures = Captures(max_size=2)
+    one, two, three = (Capture(None, f"<urn:uuid:{n}>", f"http://a/{n}", "d") for n in "123")
+    captures.remember(b"h1", one)
+    captures.remember(b"h1", two)  # the first capture of a payload stays the one referred to
+    captures.remember(b"h2", two)
+    assert captures.get(b"h1") == one  # used: now the most recent
+    captures.remember(b"h3", three)
+    assert (captures.get(b"h1"), captures.get(b"h2"), captures.get(b"h3")) == (one, None, three)
+    assert len(captures) == 2
+
+
+def test_captures__parsed_only_once_the_store_confirmed_it() -> None:
+    captures = Captures()
+    capture = Capture(None, "<urn:uuid:1>", "http://a/1", "d")
+    captures.confirm(b"h")  # nothing remembered: nothing to confirm
+    captures.remember(b"h", capture)
+    assert captures.get(b"h") == capture and not captures.parsed(b"h")
+    captures.confirm(b"h")
+    assert captures.parsed(b"h")
