@@ -19,16 +19,19 @@ CRAWLFLEET = [sys.executable, "-m", "crawlfleet"]
 
 @contextmanager
 def demo_shop(*args: str) -> Iterator[str]:
-    """Serve the demo shop in a subprocess; yields its base URL."""
-    with demo_shops(1, *args) as bases:
+    """Serve the demo shop in a subprocess (on 127.0.0.1 unless ``args`` name a --host); yields
+    its base URL."""
+    with demo_shops(0 if "--host" in args else 1, *args) as bases:
         yield bases[0]
 
 
 @contextmanager
 def demo_shops(hosts: int, *args: str) -> Iterator[list[str]]:
     """Serve one demo shop on ``hosts`` loopback addresses (127.0.0.1, 127.0.0.2, ...) at once:
-    the same pages under several host names. Yields their base URLs."""
+    the same pages under several host names, plus those ``args`` name with --host. Yields their
+    base URLs."""
     addresses = [arg for i in range(1, hosts + 1) for arg in ("--host", f"127.0.0.{i}")]
+    hosts += args.count("--host")
     proc = subprocess.Popen(
         [sys.executable, "-m", "crawlfleet.demo.server", "--port", "0", *addresses, *args],
         stdout=subprocess.PIPE,
