@@ -1,24 +1,29 @@
 """What both backends share to apply the pacing policy inside ``complete`` and ``fail``.
 
-The store reads the domain rows of a batch, folds every item's outcome into its domain's
-:class:`~crawlfleet.policy.pacing.PacingState` with :func:`~crawlfleet.policy.pacing.update` (the
-same pure function on every backend), and writes the rows back in the same transaction. Column
-order here is the order of the ``pace_read`` / ``pace_write`` queries of both SQL files.
+The store reads the lane rows of a batch (a lane is the unit of pacing: today a domain), folds
+every item's outcome into its lane's :class:`~crawlfleet.policy.pacing.PacingState` with
+:func:`~crawlfleet.policy.pacing.update` (the same pure function on every backend), and writes the
+rows back in the same transaction. The lease reads ``delay``, ``concurrency``, ``blocked_until``
+and the robots floor from columns; the rest of the state is one JSON document, so the policy's
+state can change without a schema migration. Column order here is the order of the
+``pace_read`` / ``pace_write`` queries of both SQL files.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from crawlfleet.frontier.base import Completion, DomainState, Failure
 from crawlfleet.policy.classify import Outcome
-from crawlfleet.policy.pacing import PacingConfig, PacingState, update
+from crawlfleet.policy.pacing import PacingConfig, PacingState, initial, update
 
 __all__ = ["Event", "apply", "event_of_completion", "event_of_failure", "state_from_row"]
 
-#: columns of ``pace_read`` after ``domain``: limits, then the pacing state
+#: columns of ``pace_read`` after ``domain``: the limits, in-flight count and next start, then
+#: the pacing columns the lease reads, then the rest of the pacing state as one JSON document
 READ_COLUMNS = (
     "max_in_flight",
     "min_delay",
@@ -26,17 +31,14 @@ READ_COLUMNS = (
     "next_at",
     "delay",
     "concurrency",
-    "ewma_latency",
     "blocked_until",
-    "errors_in_row",
-    "ok_in_row",
     "delay_floor",
-    "slowed_at",
-    "limit_delay",
-    "ok_rate",
-    "rate_at",
-    "trips",
+    "pacing",
 )
+#: PacingState fields kept in columns of their own (the lease reads them); the others travel in
+#: the ``pacing`` JSON document, so the policy can change its state without a schema migration
+_COLUMN_FIELDS = ("delay", "concurrency", "blocked_until", "floor")
+_STATE_FIELDS = frozenset(f.name for f in fields(PacingState))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,42 +64,33 @@ def event_of_failure(f: Failure) -> Event:
     return Event(outcome, f.status, f.latency, f.retry_after, f.started_at)
 
 
-def state_from_row(row: Sequence[Any]) -> DomainState:
-    """A ``pace_read`` row (``domain`` first, then :data:`READ_COLUMNS`) as a DomainState."""
-    (domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, ewma) = row[:8]
-    blocked_until, errors, ok, floor, slowed_at, limit, ok_rate, rate_at, trips = row[8:]
-    pacing = PacingState(
+def state_from_row(row: Sequence[Any], config: PacingConfig | None = None) -> DomainState:
+    """A ``pace_read`` row (``domain`` first, then :data:`READ_COLUMNS`) as a DomainState.
+
+    Fields the JSON document lacks (a row written by another version) start as a new lane's;
+    keys the policy no longer knows are ignored.
+    """
+    domain, max_in_flight, min_delay, in_flight, next_at = row[:5]
+    delay, concurrency, blocked_until, floor, document = row[5:10]
+    saved = json.loads(document) if document else {}
+    known = {k: v for k, v in saved.items() if k in _STATE_FIELDS}
+    base = initial(config or PacingConfig())
+    pacing = replace(
+        base,
+        **known,
         delay=delay,
         concurrency=concurrency,
-        ewma_latency=ewma,
         blocked_until=blocked_until,
-        errors_in_row=errors,
-        ok_in_row=ok,
         floor=floor,
-        slowed_at=slowed_at,
-        limit_delay=limit,
-        ok_rate=ok_rate,
-        rate_at=rate_at,
-        trips=trips,
     )
     return DomainState(domain, max_in_flight, min_delay, in_flight, next_at, pacing)
 
 
 def write_values(state: PacingState) -> tuple[Any, ...]:
-    """The pacing columns ``pace_write`` sets, in its order."""
-    return (
-        state.delay,
-        state.concurrency,
-        state.ewma_latency,
-        state.blocked_until,
-        state.errors_in_row,
-        state.ok_in_row,
-        state.slowed_at,
-        state.limit_delay,
-        state.ok_rate,
-        state.rate_at,
-        state.trips,
-    )
+    """The pacing columns ``pace_write`` sets, in its order: the lease's, then the document."""
+    rest = {k: v for k, v in asdict(state).items() if k not in _COLUMN_FIELDS}
+    document = json.dumps(rest, separators=(",", ":"))
+    return (state.delay, state.concurrency, state.blocked_until, document)
 
 
 def apply(

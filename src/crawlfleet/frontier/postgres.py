@@ -478,10 +478,10 @@ class PostgresFrontier:
         rows = await conn.fetch(Q["pace_read"], sorted(freed))
         values = []
         for row in rows:
-            domain = pace.state_from_row(tuple(row))
+            domain = pace.state_from_row(tuple(row), self.pacing)
             state = pace.apply(domain, self.pacing, now, events.get(domain.domain, ()))
             values.append((domain.domain, freed[domain.domain], *pace.write_values(state)))
-        await conn.execute(Q["pace_write"], *_columns(values, 13))
+        await conn.execute(Q["pace_write"], *_columns(values, 6))
 
     async def fail(self, items: Sequence[Failure]) -> set[int]:
         if not items:
@@ -533,7 +533,7 @@ class PostgresFrontier:
 
     async def domain_state(self, domain: str) -> DomainState | None:
         row = await self._run(lambda c: c.fetchrow(Q["domain_state"], domain), write=False)
-        return None if row is None else pace.state_from_row(tuple(row))
+        return None if row is None else pace.state_from_row(tuple(row), self.pacing)
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -478,7 +478,7 @@ class SQLiteFrontier:
         rows = db.execute(Q["pace_read"], (dumps(sorted(freed)),)).fetchall()
         updates = []
         for row in rows:
-            domain = pace.state_from_row(row)
+            domain = pace.state_from_row(row, self.pacing)
             state = pace.apply(domain, self.pacing, now, events.get(domain.domain, ()))
             updates.append((freed[domain.domain], *pace.write_values(state), domain.domain))
         db.executemany(Q["pace_write"], updates)
@@ -550,7 +550,7 @@ class SQLiteFrontier:
 
     async def domain_state(self, domain: str) -> DomainState | None:
         rows = await self._run(lambda db: db.execute(Q["pace_read"], (dumps([domain]),)).fetchall())
-        return pace.state_from_row(rows[0]) if rows else None
+        return pace.state_from_row(rows[0], self.pacing) if rows else None
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -175,6 +175,16 @@ ALTER TABLE quarantine
     ADD COLUMN warc_refers_to_file text,
     ADD COLUMN warc_refers_to text;
 
+-- name: migration_0005_pacing_document
+-- A lane's pacing state (policy.pacing.PacingState) is one JSON document, but for the columns the
+-- lease reads (delay, concurrency, blocked_until, delay_floor): the policy can then change what it
+-- remembers without a migration. The older columns stay, unused.
+ALTER TABLE domains ADD COLUMN pacing text NOT NULL DEFAULT '{}';
+UPDATE domains SET pacing = json_build_object(
+    'ewma_latency', ewma_latency, 'errors_in_row', errors_in_row, 'ok_in_row', ok_in_row,
+    'slowed_at', slowed_at, 'limit_delay', limit_delay, 'ok_rate', ok_rate, 'rate_at', rate_at,
+    'trips', trips)::text;
+
 -- name: advisory_lock
 -- Serialises upgrade() across every process starting at once (a fleet boots together); the lock
 -- is per schema and ends with the transaction, so a crashed upgrader cannot leave it held.
@@ -307,34 +317,26 @@ ON CONFLICT (domain) DO UPDATE SET
 UPDATE domains SET delay_floor = $2, delay = greatest(delay, $2) WHERE domain = $1;
 
 -- name: pace_read
--- The domains of a complete/fail batch, locked in domain order (the lock order of this file),
--- to fold the batch's outcomes into their pacing in Python (frontier.pacing, one pure function
--- for every backend) and write them back with pace_write in the same transaction.
-SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, ewma_latency,
-       blocked_until, errors_in_row, ok_in_row, delay_floor, slowed_at, limit_delay, ok_rate,
-       rate_at, trips
+-- The lanes of a complete/fail batch, locked in domain order (the lock order of this file), to
+-- fold the batch's outcomes into their pacing in Python (frontier.pacing, one pure function for
+-- every backend) and write them back with pace_write in the same transaction.
+SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, blocked_until,
+       delay_floor, pacing
 FROM domains WHERE domain = ANY ($1::text[])
 ORDER BY domain
 FOR UPDATE;
 
 -- name: domain_state
-SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, ewma_latency,
-       blocked_until, errors_in_row, ok_in_row, delay_floor, slowed_at, limit_delay, ok_rate,
-       rate_at, trips
+SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, blocked_until,
+       delay_floor, pacing
 FROM domains WHERE domain = $1;
 
 -- name: pace_write
 UPDATE domains d SET
     in_flight = greatest(0, d.in_flight - u.freed), delay = u.delay,
-    concurrency = u.concurrency, ewma_latency = u.ewma_latency,
-    blocked_until = u.blocked_until, errors_in_row = u.errors_in_row, ok_in_row = u.ok_in_row,
-    slowed_at = u.slowed_at, limit_delay = u.limit_delay, ok_rate = u.ok_rate,
-    rate_at = u.rate_at, trips = u.trips
-FROM unnest($1::text[], $2::int[], $3::float8[], $4::int[], $5::float8[], $6::float8[],
-            $7::int[], $8::int[], $9::float8[], $10::float8[], $11::float8[], $12::float8[],
-            $13::int[])
-     AS u(domain, freed, delay, concurrency, ewma_latency, blocked_until, errors_in_row,
-          ok_in_row, slowed_at, limit_delay, ok_rate, rate_at, trips)
+    concurrency = u.concurrency, blocked_until = u.blocked_until, pacing = u.pacing
+FROM unnest($1::text[], $2::int[], $3::float8[], $4::int[], $5::float8[], $6::text[])
+     AS u(domain, freed, delay, concurrency, blocked_until, pacing)
 WHERE d.domain = u.domain;
 
 -- name: rescue_expired

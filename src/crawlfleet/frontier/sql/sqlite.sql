@@ -162,6 +162,16 @@ ALTER TABLE records ADD COLUMN warc_refers_to TEXT;
 ALTER TABLE quarantine ADD COLUMN warc_refers_to_file TEXT;
 ALTER TABLE quarantine ADD COLUMN warc_refers_to TEXT;
 
+-- name: migration_0004_pacing_document
+-- Schema version 4: a lane's pacing state (policy.pacing.PacingState) is one JSON document, but
+-- for the columns the lease reads (delay, concurrency, blocked_until, delay_floor): the policy can
+-- then change what it remembers without a migration. The older columns stay, unused.
+ALTER TABLE domains ADD COLUMN pacing TEXT NOT NULL DEFAULT '{}';
+UPDATE domains SET pacing = json_object(
+    'ewma_latency', ewma_latency, 'errors_in_row', errors_in_row, 'ok_in_row', ok_in_row,
+    'slowed_at', slowed_at, 'limit_delay', limit_delay, 'ok_rate', ok_rate, 'rate_at', rate_at,
+    'trips', trips);
+
 -- name: schema_version
 SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version';
 
@@ -242,17 +252,14 @@ ON CONFLICT (domain) DO UPDATE SET
 UPDATE domains SET delay_floor = :floor, delay = max(delay, :floor) WHERE domain = :domain;
 
 -- name: pace_read
--- the domains of a complete/fail batch, to fold its outcomes into their pacing (frontier.pacing)
-SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, ewma_latency,
-       blocked_until, errors_in_row, ok_in_row, delay_floor, slowed_at, limit_delay, ok_rate,
-       rate_at, trips
+-- the lanes of a complete/fail batch, to fold its outcomes into their pacing (frontier.pacing)
+SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, blocked_until,
+       delay_floor, pacing
 FROM domains WHERE domain IN (SELECT value FROM json_each(?));
 
 -- name: pace_write
 UPDATE domains SET
-    in_flight = max(0, in_flight - ?), delay = ?, concurrency = ?, ewma_latency = ?,
-    blocked_until = ?, errors_in_row = ?, ok_in_row = ?, slowed_at = ?, limit_delay = ?,
-    ok_rate = ?, rate_at = ?, trips = ?
+    in_flight = max(0, in_flight - ?), delay = ?, concurrency = ?, blocked_until = ?, pacing = ?
 WHERE domain = ?;
 
 -- name: rescue_expired
