@@ -18,13 +18,15 @@ from pydantic import ValidationError
 from scrapy.http import Response
 
 from crawlfleet.demo.spider import LINK_CSS, Product, extract_product
+from crawlfleet.urls import canonicalize
 
 
 class ShopBench(scrapy.Spider):
     name = "shop-bench"
+    # BENCH_CONCURRENCY: the same concurrency as the crawlfleet run it is compared with
     custom_settings = {
-        "CONCURRENT_REQUESTS": 64,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": 64,
+        "CONCURRENT_REQUESTS": int(os.environ.get("BENCH_CONCURRENCY", "64")),
+        "CONCURRENT_REQUESTS_PER_DOMAIN": int(os.environ.get("BENCH_CONCURRENCY", "64")),
         "DOWNLOAD_DELAY": 0,
         "ROBOTSTXT_OBEY": True,
         "LOG_LEVEL": "INFO",
@@ -41,7 +43,14 @@ class ShopBench(scrapy.Spider):
         self.allowed_domains = [urlsplit(url).hostname or ""]
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
-        yield from response.follow_all(css=LINK_CSS, callback=self.parse)
+        # crawlfleet's canonical form (session ids dropped, query sorted): the same pages as
+        # crawlfleet's crawl, not the demo shop's duplicate spellings of them again
+        for href in response.css(LINK_CSS).xpath("@href").getall():
+            try:
+                url = canonicalize(response.urljoin(href))
+            except ValueError:
+                continue
+            yield scrapy.Request(url, callback=self.parse)
         record = extract_product(response)
         if record is None:
             return

@@ -98,7 +98,7 @@ class Settings:
     user_agent: str = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet)"
     retry_base: float = 2.0
     retry_cap: float = 600.0
-    report_interval: float = 0.05
+    report_interval: float = 0.002
     domains: Mapping[str, DomainLimits] = field(default_factory=dict)
     pacing: Mapping[str, float] = field(default_factory=dict)  # [pacing]: PacingConfig fields
     traps: Mapping[str, int | None] = field(default_factory=dict)  # [traps]: TrapRules fields

@@ -51,6 +51,12 @@ log = logging.getLogger("crawlfleet.worker")
 
 #: seconds a worker that skips unloadable jobs reuses its list of job names
 JOB_LIST_TTL = 1.0
+#: most seconds an idle worker waits before it looks again (retries and paced lanes come due)
+IDLE_WAIT = 0.25
+#: least seconds between two leases of an idle worker (many idle workers woken at once)
+IDLE_LEASE_GAP = 0.01
+#: a worker holding more leases than this lets a small report gather for ``report_interval``
+GATHER_ABOVE = 16
 
 
 def default_worker_id() -> str:
@@ -110,10 +116,10 @@ class Worker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._task_of: dict[int, asyncio.Task[None]] = {}  # lease id -> its handler
         self._pending = _Pending()
-        self._flush_now = asyncio.Event()
-        self._slot_free = asyncio.Event()
-        self._reported = 0  # completions and failures acknowledged by the store so far
+        self._has_pending = asyncio.Event()  # wakes the reporter
+        self._reported = asyncio.Event()  # set after every report (and its leases) went through
         self._reporting = 0  # reports on their way to the store right now
+        self._asking = 0  # leases asked for in store calls on their way
         self._stopping = asyncio.Event()
         self._rng = random.Random()
         #: per domain: when this worker told the store its robots.txt Crawl-delay, and the delay
@@ -150,9 +156,9 @@ class Worker:
             # a report on its way is let through: cut off, its batch would be fetched again
             deadline = asyncio.get_running_loop().time() + self.grace
             while self._reporting and (left := deadline - asyncio.get_running_loop().time()) > 0:
-                self._slot_free.clear()  # set again when a report has gone through
+                self._reported.clear()  # set again when a report has gone through
                 with suppress(TimeoutError):
-                    await asyncio.wait_for(self._slot_free.wait(), left)
+                    await asyncio.wait_for(self._reported.wait(), left)
             reporter.cancel()
             heartbeat.cancel()
             for task in (reporter, heartbeat):
@@ -162,54 +168,68 @@ class Worker:
             await self._close_jobs()
             await self._close_raw()
 
+    def _free(self) -> int:
+        """Requests this worker may lease now (in flight and being asked for count as taken)."""
+        return self.settings.concurrency - len(self._tasks) - self._asking
+
     async def _lease_loop(self) -> None:
-        idle = 0.01
+        """Lease when nothing else does: the reporter leases with every report (the slots its
+        finished requests free are used again in the same transaction), so this loop matters
+        when the worker starts, is idle, or waits for work that others or the clock make
+        ready. It never polls blindly: it waits for another worker's change that may make work
+        leasable (``wait_for_work``), or at most ``IDLE_WAIT`` for the clock (retries, paced
+        lanes, hosts on hold)."""
+        last = -IDLE_LEASE_GAP
         while not self._stopping.is_set():
-            free = self.settings.concurrency - len(self._tasks)
-            if free < max(1, min(self.settings.lease_batch, self.settings.concurrency) // 4):
-                self._slot_free.clear()
-                await self._wait(self._slot_free, 0.5)
+            loop = asyncio.get_running_loop()
+            if self._free() <= 0 or self._pending or self._reporting:
+                # full, or a report is on its way and leases for us: wait for it
+                self._reported.clear()
+                await self._wait(self._reported, IDLE_WAIT)
                 continue
+            # idle workers woken together must not all lease at once, every time
+            gap = last + IDLE_LEASE_GAP - loop.time()
+            if gap > 0:
+                await asyncio.sleep(gap)
+            last = loop.time()
             jobs = await self._lease_jobs()
-            leases = (
-                await self.frontier.lease(
-                    self.worker_id,
-                    min(free, self.settings.lease_batch),
-                    self.settings.lease_ttl,
-                    jobs=jobs,
-                )
-                if jobs is None or jobs
-                else []
-            )
-            metrics.LEASED.inc(len(leases))
-            for lease in leases:
-                self._start(lease)
-            asked = min(free, self.settings.lease_batch)
+            asked = min(self._free(), self.settings.lease_batch)
+            leases = await self._lease(asked, jobs) if jobs is None or jobs else []
             if len(leases) == asked:
-                idle = 0.01
                 continue  # a full batch: there may be more right away
-            if leases:
-                # A short batch: the store has no more for us now (our fair share of the
-                # domains, pacing). Ask again once a quarter of our work is reported back, not
-                # after every single page: each lease is a write transaction on the store.
-                await self._wait_reported(self._reported + max(1, len(self._tasks) // 4), 0.2)
-                idle = 0.01
-                continue
             quiet = not self._tasks and not self._pending and not self._reporting
             if self.exit_when_finished and quiet and await self._all_finished():
                 return
-            await self._wait_reported(self._reported + max(1, len(self._tasks) // 4), idle)
-            idle = min(idle * 2, 0.2)
+            await self._idle()
 
-    async def _wait_reported(self, target: int, timeout: float) -> None:
-        """Wait until ``target`` reports went to the store (their slots are free) or timeout."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self._reported < target and not self._stopping.is_set():
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                return
-            self._slot_free.clear()
-            await self._wait(self._slot_free, left)
+    async def _lease(self, asked: int, jobs: list[str] | None) -> list[Lease]:
+        self._asking += asked
+        try:
+            leases = await self.frontier.lease(
+                self.worker_id, asked, self.settings.lease_ttl, jobs=jobs
+            )
+        finally:
+            self._asking -= asked
+        self._start_all(leases)
+        return leases
+
+    async def _idle(self) -> None:
+        """Wait for another worker's change that may make work leasable, a report of ours, the
+        clock (``IDLE_WAIT``), or a stop."""
+        self._reported.clear()
+        waits = {
+            asyncio.ensure_future(self.frontier.wait_for_work(IDLE_WAIT)),
+            asyncio.ensure_future(self._reported.wait()),
+            asyncio.ensure_future(self._stopping.wait()),
+        }
+        try:
+            await asyncio.wait(waits, timeout=IDLE_WAIT, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waits:
+                waiter.cancel()
+            for waiter in waits:
+                with suppress(asyncio.CancelledError):
+                    await waiter
 
     async def _wait(self, event: asyncio.Event, timeout: float) -> None:
         stop = asyncio.ensure_future(self._stopping.wait())
@@ -336,6 +356,11 @@ class Worker:
 
     # -- one request ----------------------------------------------------------------------------
 
+    def _start_all(self, leases: Sequence[Lease]) -> None:
+        metrics.LEASED.inc(len(leases))
+        for lease in leases:
+            self._start(lease)
+
     def _start(self, lease: Lease) -> None:
         self._held[lease.id] = lease
         task = asyncio.create_task(self._handle(lease))
@@ -346,7 +371,6 @@ class Worker:
     def _task_done(self, lease_id: int, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._task_of.pop(lease_id, None)
-        self._slot_free.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("request handler crashed", exc_info=task.exception())
 
@@ -425,7 +449,7 @@ class Worker:
                     count_attempt=False,
                 )
             )
-            self._flush_now.set()  # hold the host in the store at once
+            self._has_pending.set()
         else:
             self._fail(lease, Outcome.ROBOTS, "robots.txt disallows this URL")
         return False
@@ -605,28 +629,24 @@ class Worker:
                 started_at=started_at,
             )
         )
-        if outcome is Outcome.BLOCKED or status in (429, 503):
-            # push-back: the store slows the domain down as soon as it hears, not a batch later
-            self._flush_now.set()
-        self._kick()
+        self._has_pending.set()
 
     def _done(self, rt: JobRuntime, completion: Completion) -> None:
         self._pending.done.append((completion, rt))
-        self._kick()
-
-    def _kick(self) -> None:
-        # A finished request keeps its domain slot in the store until it is reported, so the
-        # reports go as soon as a quarter of what this worker holds is waiting: with a domain's
-        # slots shared among workers, waiting for the timer would leave them idle.
-        if len(self._pending) >= min(200, max(8, len(self._held) // 4)):
-            self._flush_now.set()
+        self._has_pending.set()
 
     # -- reporting ------------------------------------------------------------------------------
 
     async def _report_loop(self) -> None:
+        """Group commit: a finished request is reported as soon as no report is on its way, so
+        its slot in the store is free again within one store transaction; while one is on its
+        way, the next batch gathers. A busy worker (many leases held) waits up to
+        ``report_interval`` for more to finish first: fewer, larger transactions."""
         while True:
-            await self._wait(self._flush_now, self.settings.report_interval)
-            self._flush_now.clear()
+            await self._has_pending.wait()
+            self._has_pending.clear()
+            if len(self._held) > GATHER_ABOVE and len(self._pending) < GATHER_ABOVE // 4:
+                await asyncio.sleep(self.settings.report_interval)
             await self._flush()
 
     async def _flush(self) -> None:
@@ -642,28 +662,41 @@ class Worker:
     async def _report(self, batch: _Pending) -> None:
         # snapshot durable before ack: a crash after this point refetches, never loses
         await asyncio.gather(*(asyncio.to_thread(j.warc.flush) for j in self._loaded.values()))
+        # the slots these requests free are leased again in the same transaction
+        ask = 0 if self._stopping.is_set() else min(self._free(), self.settings.lease_batch)
+        jobs = await self._lease_jobs() if ask else None
+        if jobs is not None and not jobs:
+            ask = 0
+        self._asking += ask
+        try:
+            settled = await self.frontier.report(
+                self.worker_id,
+                [c for c, _ in batch.done],
+                batch.failed,
+                lease=ask,
+                ttl=self.settings.lease_ttl,
+                jobs=jobs,
+            )
+        finally:
+            self._asking -= ask
         refused = 0
-        if batch.done:
-            accepted = await self.frontier.complete([c for c, _ in batch.done])
-            for completion, rt in batch.done:
-                if completion.lease.id not in accepted:
-                    rt.forget(completion.discovered)
-                    refused += 1
-                elif completion.content_hash is not None:
-                    # parsed only once the store took the page: were a refused (fenced) page
-                    # taken as parsed, skip_duplicate_content would lose its records
-                    rt.captures.confirm(completion.content_hash)
-                self._held.pop(completion.lease.id, None)
-        if batch.failed:
-            accepted = await self.frontier.fail(batch.failed)
-            refused += len(batch.failed) - len(accepted)
-            for failure in batch.failed:
-                self._held.pop(failure.lease.id, None)
+        for completion, rt in batch.done:
+            if completion.lease.id not in settled.completed:
+                rt.forget(completion.discovered)
+                refused += 1
+            elif completion.content_hash is not None:
+                # parsed only once the store took the page: were a refused (fenced) page
+                # taken as parsed, skip_duplicate_content would lose its records
+                rt.captures.confirm(completion.content_hash)
+            self._held.pop(completion.lease.id, None)
+        refused += len(batch.failed) - len(settled.failed)
+        for failure in batch.failed:
+            self._held.pop(failure.lease.id, None)
         if refused:
             metrics.FENCED.inc(refused)
             log.warning("%d reports refused: their leases were lost (expired, taken over)", refused)
-        self._reported += len(batch)
-        self._slot_free.set()  # the store freed domain slots: worth leasing again now
+        self._start_all(settled.leases)
+        self._reported.set()
 
     async def _heartbeat_loop(self) -> None:
         ttl = self.settings.lease_ttl

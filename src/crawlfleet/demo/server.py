@@ -111,9 +111,14 @@ class Stats:
     clients: Counter[str] = field(default_factory=Counter)
     per_second: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     faults: Counter[str] = field(default_factory=Counter)
+    first_at: float | None = None  # when the first and the last request came (epoch seconds)
+    last_at: float | None = None
 
     def request(self, client: str, path: str, page: str, second: int) -> int:
         """Count one request; returns how many this client has sent in this second so far."""
+        now = time.time()
+        self.first_at = self.first_at or now
+        self.last_at = now
         self.paths[path] += 1
         self.pages[page] += 1
         self.clients[client] += 1
@@ -134,6 +139,8 @@ class Stats:
             },
             "max_per_second": {c: max(n.values()) for c, n in self.per_second.items() if n},
             "faults": dict(self.faults),
+            "first_at": self.first_at,
+            "last_at": self.last_at,
         }
 
 

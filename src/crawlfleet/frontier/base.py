@@ -228,6 +228,16 @@ class Failure:
 
 
 @dataclass(frozen=True, slots=True)
+class Settled:
+    """What one ``report`` did: the accepted completions and failures (by lease id; the others
+    were fenced), and the new leases it handed out in the same transaction."""
+
+    completed: set[int]
+    failed: set[int]
+    leases: list[Lease]
+
+
+@dataclass(frozen=True, slots=True)
 class Attempt:
     n: int
     at: float
@@ -330,6 +340,27 @@ class Frontier(Protocol):
 
     async def release(self, leases: Sequence[LeaseRef]) -> set[int]:
         """Give leases back untried (graceful stop): queued again, attempt not counted."""
+        ...
+
+    async def report(
+        self,
+        worker: str,
+        done: Sequence[Completion] = (),
+        failed: Sequence[Failure] = (),
+        *,
+        lease: int = 0,
+        ttl: float = 60.0,
+        jobs: Sequence[str] | None = None,
+    ) -> Settled:
+        """``complete(done)``, ``fail(failed)`` and ``lease(worker, lease, ttl, jobs)`` in one
+        transaction: the slots the finished requests free, and the links they discovered, can be
+        leased again at once (no timer between the hops of a chain of pages)."""
+        ...
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for another worker's change that may make work
+        leasable (new requests, freed slots, resumed jobs); returns whether one came. A hint:
+        a lease may still find nothing."""
         ...
 
     async def rescue_expired(self) -> int:

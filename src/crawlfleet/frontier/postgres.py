@@ -10,6 +10,7 @@ an advisory lock, so a fleet that boots at once migrates once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ from crawlfleet.frontier.base import (
     NewRequest,
     QuarantineRow,
     RecordRow,
+    Settled,
 )
 from crawlfleet.frontier.common import (
     dead_from_row,
@@ -106,6 +108,10 @@ class PostgresFrontier:
         self._job_ids: dict[str, int] = {}
         self._job_defaults: dict[int, JobDefaults] = {}
         self._known_domains: set[str] = set()
+        #: one NOTIFY channel per schema: fleets in other schemas do not wake each other
+        self._channel = f"crawlfleet_work:{schema or ''}"
+        self._listener: Any = None  # asyncpg.Connection that LISTENs (see wait_for_work)
+        self._work = asyncio.Event()
 
     def __repr__(self) -> str:
         where = mask_credentials(self.dsn) + (f" schema={self.schema}" if self.schema else "")
@@ -116,12 +122,16 @@ class PostgresFrontier:
     def _where(self) -> str:
         return mask_credentials(self.dsn)
 
-    async def open(self) -> None:
+    def _settings(self) -> dict[str, str]:
         settings = {"search_path": _quote_ident(self.schema)} if self.schema else {}
         # A worker frozen inside a transaction (SIGSTOP, a stalled VM) would hold its row locks
         # and block every other worker; the server ends such a session instead. Transactions
         # here never sit idle between their statements for more than milliseconds.
         settings["idle_in_transaction_session_timeout"] = str(IDLE_IN_TRANSACTION_MS)
+        return settings
+
+    async def open(self) -> None:
+        settings = self._settings()
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn,
@@ -140,6 +150,10 @@ class PostgresFrontier:
             raise
 
     async def close(self) -> None:
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                await listener.close(timeout=5)
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -224,7 +238,11 @@ class PostgresFrontier:
         return [self._job_from_row(r) for r in rows]
 
     async def set_job_state(self, name: str, state: JobState) -> None:
-        await self._run(lambda c: c.execute(Q["set_job_state"], state.value, name))
+        async def tx(conn: Conn) -> None:
+            await conn.execute(Q["set_job_state"], state.value, name)
+            await self._notify(conn)
+
+        await self._run(tx)
 
     async def _job_id(self, name: str) -> int:
         if name not in self._job_ids and await self.get_job(name) is None:
@@ -274,6 +292,8 @@ class PostgresFrontier:
                 [x.max_in_flight for x in limits],
                 [x.min_delay for x in limits],
             )
+        if added:
+            await self._notify(conn)
         return added, new
 
     @staticmethod
@@ -313,43 +333,76 @@ class PostgresFrontier:
     ) -> list[Lease]:
         if limit <= 0:
             return []
+        return await self._run(lambda conn: self._lease(conn, worker, limit, ttl, jobs))
+
+    async def _lease(
+        self, conn: Conn, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None
+    ) -> list[Lease]:
+        """Lease from the running jobs (all, or those named) inside the caller's transaction."""
         wanted = list(jobs) if jobs is not None else None
+        now = self.clock()
+        if await self._rescue(conn, now):
+            await self._notify(conn)  # rescued requests are work for every idle worker
+        await conn.execute(Q["worker_seen"], worker, now)
+        sharers = max(1, await conn.fetchval(Q["active_workers"], now - ACTIVE_WINDOW))
+        mine = dict(await conn.fetch(Q["my_leases"], worker)) if sharers > 1 else {}
+        leases: list[Lease] = []
+        visited: list[str] = []
+        while len(leases) < limit and len(visited) < DOMAINS_PER_LEASE:
+            rows = await conn.fetch(
+                Q["lease"],
+                now,
+                now + PACING_HORIZON,
+                DOMAINS_PER_LEASE - len(visited),
+                limit - len(leases),
+                worker,
+                ttl,
+                wanted,
+                visited,
+                sharers,
+                list(mine),
+                list(mine.values()),
+            )
+            taken = [self._lease_from_row(r) for r in rows if r[0] is not None]
+            leases.extend(taken)
+            if all(r[0] is not None for r in rows):
+                break  # the batch is full, or no domain was passed over empty
+            # Skip only the domains found empty: one that handed out leases may have more
+            # (the row limit cut it short); what it gave counts against this worker's share.
+            visited.extend({r[3] for r in rows if r[0] is None})
+            for lease in taken:
+                mine[lease.domain] = mine.get(lease.domain, 0) + 1
+        return leases
 
-        async def tx(conn: Conn) -> list[Lease]:
-            now = self.clock()
-            await self._rescue(conn, now)
-            await conn.execute(Q["worker_seen"], worker, now)
-            sharers = max(1, await conn.fetchval(Q["active_workers"], now - ACTIVE_WINDOW))
-            mine = dict(await conn.fetch(Q["my_leases"], worker)) if sharers > 1 else {}
-            leases: list[Lease] = []
-            visited: list[str] = []
-            while len(leases) < limit and len(visited) < DOMAINS_PER_LEASE:
-                rows = await conn.fetch(
-                    Q["lease"],
-                    now,
-                    now + PACING_HORIZON,
-                    DOMAINS_PER_LEASE - len(visited),
-                    limit - len(leases),
-                    worker,
-                    ttl,
-                    wanted,
-                    visited,
-                    sharers,
-                    list(mine),
-                    list(mine.values()),
-                )
-                taken = [self._lease_from_row(r) for r in rows if r[0] is not None]
-                leases.extend(taken)
-                if all(r[0] is not None for r in rows):
-                    break  # the batch is full, or no domain was passed over empty
-                # Skip only the domains found empty: one that handed out leases may have more
-                # (the row limit cut it short); what it gave counts against this worker's share.
-                visited.extend({r[3] for r in rows if r[0] is None})
-                for lease in taken:
-                    mine[lease.domain] = mine.get(lease.domain, 0) + 1
-            return leases
+    async def _notify(self, conn: Conn) -> None:
+        """Wake idle workers when this transaction commits (LISTEN/NOTIFY instead of polling):
+        it queued requests, freed slots or changed what may be leased."""
+        await conn.execute(Q["notify"], self._channel)
 
-        return await self._run(tx)
+    async def wait_for_work(self, timeout: float) -> bool:
+        """Wait for another worker's NOTIFY (see :meth:`_notify`) or ``timeout`` seconds.
+
+        One connection per process LISTENs, opened on first use. A notification that came since
+        the last wait returns at once: a wake-up is never lost between a lease and a wait.
+        """
+        if self._listener is None:
+            if self._pool is None:
+                raise StoreError("the PostgreSQL frontier is not open")
+            try:
+                self._listener = await asyncpg.connect(self.dsn, server_settings=self._settings())
+                await self._listener.add_listener(self._channel, self._on_notify)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                self._listener = None
+                raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
+        try:
+            await asyncio.wait_for(self._work.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._work.clear()
+        return True
+
+    def _on_notify(self, *_: Any) -> None:
+        self._work.set()
 
     @staticmethod
     def _lease_from_row(row: Sequence[Any]) -> Lease:
@@ -467,6 +520,8 @@ class PostgresFrontier:
         for c in done:
             events.setdefault(domain_of[c.lease.id], []).append(pace.event_of_completion(c))
         await self._pace(conn, now, Counter(r[2] for r in rows), events)
+        if rows:
+            await self._notify(conn)
         return set(job_of)
 
     async def _pace(
@@ -486,6 +541,9 @@ class PostgresFrontier:
     async def fail(self, items: Sequence[Failure]) -> set[int]:
         if not items:
             return set()
+        return await self._run(lambda conn: self._fail(conn, items))
+
+    async def _fail(self, conn: Conn, items: Sequence[Failure]) -> set[int]:
         ordered = sorted(items, key=lambda f: f.lease.id)
         args = (
             [f.lease.id for f in ordered],
@@ -499,17 +557,49 @@ class PostgresFrontier:
             [f.count_attempt for f in ordered],
         )
         by_id = {f.lease.id: f for f in ordered}
+        now = self.clock()
+        rows = await conn.fetch(Q["fail"], now, *args)
+        events: dict[str, list[pace.Event]] = {}
+        for r in sorted(rows, key=lambda r: r[0]):
+            events.setdefault(r[1], []).append(pace.event_of_failure(by_id[r[0]]))
+        await self._pace(conn, now, Counter(r[1] for r in rows), events)
+        if rows:
+            await self._notify(conn)
+        return {r[0] for r in rows}
 
-        async def tx(conn: Conn) -> set[int]:
-            now = self.clock()
-            rows = await conn.fetch(Q["fail"], now, *args)
-            events: dict[str, list[pace.Event]] = {}
-            for r in sorted(rows, key=lambda r: r[0]):
-                events.setdefault(r[1], []).append(pace.event_of_failure(by_id[r[0]]))
-            await self._pace(conn, now, Counter(r[1] for r in rows), events)
-            return {r[0] for r in rows}
+    async def report(
+        self,
+        worker: str,
+        done: Sequence[Completion] = (),
+        failed: Sequence[Failure] = (),
+        *,
+        lease: int = 0,
+        ttl: float = 60.0,
+        jobs: Sequence[str] | None = None,
+    ) -> Settled:
+        if not done and not failed and lease <= 0:
+            return Settled(set(), set(), [])
+        new_domains: list[str] = []
+        if any(c.discovered for c in done):
+            # the links first, in a short transaction of their own (see complete)
 
-        return await self._run(tx)
+            async def links(conn: Conn) -> None:
+                new_domains.clear()  # a retried transaction starts over
+                await self._enqueue_discovered(conn, done, new_domains)
+
+            await self._run(links)
+
+        async def tx(conn: Conn) -> Settled:
+            # completions and failures lock request rows, then domain rows in domain order; the
+            # lease takes domain and request rows only with SKIP LOCKED, so it never waits
+            completed = await self._complete(conn, done) if done else set()
+            refused = await self._fail(conn, failed) if failed else set()
+            leases = await self._lease(conn, worker, lease, ttl, jobs) if lease > 0 else []
+            return Settled(completed, refused, leases)
+
+        settled = await self._run(tx)
+        self._known_domains.update(new_domains)
+        return settled
 
     async def release(self, leases: Sequence[LeaseRef]) -> set[int]:
         if not leases:
@@ -519,6 +609,8 @@ class PostgresFrontier:
         async def tx(conn: Conn) -> set[int]:
             rows = await conn.fetch(Q["release"], self.clock(), ids, tokens)
             await self._release_domains(conn, Counter(r[1] for r in rows))
+            if rows:
+                await self._notify(conn)
             return {r[0] for r in rows}
 
         return await self._run(tx)
@@ -620,12 +712,17 @@ class PostgresFrontier:
         self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()
     ) -> int:
         now = self.clock()
-        if ids:
-            status = await self._run(lambda c: c.execute(Q["replay_dead_ids"], now, list(ids)))
-        else:
-            value = reason.value if reason else None
-            status = await self._run(lambda c: c.execute(Q["replay_dead_where"], now, job, value))
-        return _count(status)
+
+        async def tx(conn: Conn) -> int:
+            if ids:
+                status = await conn.execute(Q["replay_dead_ids"], now, list(ids))
+            else:
+                value = reason.value if reason else None
+                status = await conn.execute(Q["replay_dead_where"], now, job, value)
+            await self._notify(conn)
+            return _count(status)
+
+        return await self._run(tx)
 
 
 async def _reset(conn: Conn) -> None:

@@ -37,6 +37,7 @@ from crawlfleet.frontier.base import (
     NewRequest,
     QuarantineRow,
     RecordRow,
+    Settled,
 )
 from crawlfleet.frontier.common import (
     dead_from_row,
@@ -71,6 +72,8 @@ SCHEMA_VERSION = MIGRATIONS[-1][0] if MIGRATIONS else 1
 CHECKPOINT_EVERY = 1.0
 #: seconds a writer waits for the write lock before giving up
 BUSY_TIMEOUT = 60.0
+#: seconds between two looks of an idle worker at whether another process committed
+POLL_EVERY = 0.005
 
 
 class SQLiteFrontier:
@@ -91,6 +94,10 @@ class SQLiteFrontier:
         self._last_checkpoint = time.monotonic()
         self._job_ids: dict[str, int] = {}
         self._job_defaults: dict[int, JobDefaults] = {}
+        # wait_for_work: the work counter as last read, and as last returned to a waiter
+        self._data_version = -1
+        self._version = 0
+        self._seen_version = 0
 
     def __repr__(self) -> str:
         return f"<SQLiteFrontier {self.path}>"
@@ -239,7 +246,11 @@ class SQLiteFrontier:
         return [self._job_from_row(r) for r in rows]
 
     async def set_job_state(self, name: str, state: JobState) -> None:
-        await self._run(self._write(lambda db: db.execute(Q["set_job_state"], (state, name))))
+        def tx(db: sqlite3.Connection) -> None:
+            db.execute(Q["set_job_state"], (state, name))
+            db.execute(Q["work_changed"])
+
+        await self._run(self._write(tx))
 
     async def _job_id(self, name: str) -> int:
         if name not in self._job_ids and await self.get_job(name) is None:
@@ -271,6 +282,8 @@ class SQLiteFrontier:
         db.executemany(Q["insert_request"], rows)
         db.executemany(Q["insert_trap"], traps)
         added = db.total_changes - before
+        if added:
+            db.execute(Q["work_changed"])
         if defaults.budgeted:
             self._budget(db, job_id, defaults, after_id, now)
         if traps or defaults.budgeted:
@@ -313,18 +326,27 @@ class SQLiteFrontier:
     ) -> list[Lease]:
         if limit <= 0:
             return []
+        return await self._run(
+            self._write(lambda db: self._lease_running(db, worker, limit, ttl, jobs))
+        )
+
+    def _lease_running(
+        self,
+        db: sqlite3.Connection,
+        worker: str,
+        limit: int,
+        ttl: float,
+        jobs: Sequence[str] | None,
+    ) -> list[Lease]:
+        """Lease from the running jobs (all, or those named) inside the caller's transaction."""
         wanted = set(jobs) if jobs is not None else None
-
-        def tx(db: sqlite3.Connection) -> list[Lease]:
-            # the running jobs are read inside the lease transaction: one trip to the thread
-            names = {}
-            for row in db.execute(Q["list_jobs"]):
-                job = self._job_from_row(row)
-                if job.state == JobState.RUNNING and (wanted is None or job.name in wanted):
-                    names[job.id] = job.name
-            return self._lease(db, worker, limit, ttl, names) if names else []
-
-        return await self._run(self._write(tx))
+        # the running jobs are read inside the lease transaction: one trip to the thread
+        names = {}
+        for row in db.execute(Q["list_jobs"]):
+            job = self._job_from_row(row)
+            if job.state == JobState.RUNNING and (wanted is None or job.name in wanted):
+                names[job.id] = job.name
+        return self._lease(db, worker, limit, ttl, names) if names else []
 
     def _lease(
         self, db: sqlite3.Connection, worker: str, limit: int, ttl: float, names: dict[int, str]
@@ -395,6 +417,7 @@ class SQLiteFrontier:
         rows = db.execute(Q["rescue_expired"], {"now": now}).fetchall()
         if not rows:
             return 0
+        db.execute(Q["work_changed"])
         per_domain = Counter(domain for _, domain, _ in rows)
         for domain, n in per_domain.items():
             db.execute(Q["domain_released"], (n, domain))
@@ -463,6 +486,8 @@ class SQLiteFrontier:
         for job_id, reqs in discovered.items():
             self._enqueue(db, job_id, reqs)
         self._pace(db, now, freed, events)
+        if accepted:
+            db.execute(Q["work_changed"])
         return accepted
 
     def _pace(
@@ -486,41 +511,90 @@ class SQLiteFrontier:
     async def fail(self, items: Sequence[Failure]) -> set[int]:
         if not items:
             return set()
+        return await self._run(self._write(lambda db: self._fail(db, items)))
 
-        def tx(db: sqlite3.Connection) -> set[int]:
-            now = self.clock()
-            accepted: set[int] = set()
-            freed: Counter[str] = Counter()
-            events: dict[str, list[pace.Event]] = {}
-            for f in items:
-                row = db.execute(
-                    Q["fail"],
-                    {
-                        "retry_at": f.retry_at,
-                        "dead_reason": dead_reason_of(f),
-                        "error": f.error,
-                        "status": f.status,
-                        "now": now,
-                        "id": f.lease.id,
-                        "token": f.lease.token,
-                        "counted": int(f.count_attempt),
-                    },
-                ).fetchone()
-                if row is None:
-                    continue
-                domain, attempts = row
-                accepted.add(f.lease.id)
-                freed[domain] += 1
-                events.setdefault(domain, []).append(pace.event_of_failure(f))
-                n = attempts if f.count_attempt else attempts + 1
-                db.execute(
-                    Q["insert_attempt"],
-                    (f.lease.id, n, now, f.outcome, f.status, f.error, f.route),
-                )
-            self._pace(db, now, freed, events)
-            return accepted
+    def _fail(self, db: sqlite3.Connection, items: Sequence[Failure]) -> set[int]:
+        now = self.clock()
+        accepted: set[int] = set()
+        freed: Counter[str] = Counter()
+        events: dict[str, list[pace.Event]] = {}
+        for f in items:
+            row = db.execute(
+                Q["fail"],
+                {
+                    "retry_at": f.retry_at,
+                    "dead_reason": dead_reason_of(f),
+                    "error": f.error,
+                    "status": f.status,
+                    "now": now,
+                    "id": f.lease.id,
+                    "token": f.lease.token,
+                    "counted": int(f.count_attempt),
+                },
+            ).fetchone()
+            if row is None:
+                continue
+            domain, attempts = row
+            accepted.add(f.lease.id)
+            freed[domain] += 1
+            events.setdefault(domain, []).append(pace.event_of_failure(f))
+            n = attempts if f.count_attempt else attempts + 1
+            db.execute(
+                Q["insert_attempt"],
+                (f.lease.id, n, now, f.outcome, f.status, f.error, f.route),
+            )
+        self._pace(db, now, freed, events)
+        if accepted:
+            db.execute(Q["work_changed"])
+        return accepted
 
+    async def report(
+        self,
+        worker: str,
+        done: Sequence[Completion] = (),
+        failed: Sequence[Failure] = (),
+        *,
+        lease: int = 0,
+        ttl: float = 60.0,
+        jobs: Sequence[str] | None = None,
+    ) -> Settled:
+        def tx(db: sqlite3.Connection) -> Settled:
+            completed = self._complete(db, done) if done else set()
+            refused = self._fail(db, failed) if failed else set()
+            leases = self._lease_running(db, worker, lease, ttl, jobs) if lease > 0 else []
+            return Settled(completed, refused, leases)
+
+        if not done and not failed and lease <= 0:
+            return Settled(set(), set(), [])
         return await self._run(self._write(tx))
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        """Wait until a transaction made work leasable (new requests, freed slots) or timeout.
+
+        SQLite has no notifications: such transactions move a counter (``work_version``), and an
+        idle worker polls it every :data:`POLL_EVERY` seconds. ``PRAGMA data_version`` (changed
+        by any other connection's commit, read without touching the file) filters the polls, so
+        most cost a few microseconds. A change since the last wait returns at once: a wake-up is
+        never lost between a lease and a wait. Returns whether something changed.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            version = await self._run(self._work_version)
+            if version != self._seen_version:
+                self._seen_version = version
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(POLL_EVERY, left))
+
+    def _work_version(self, db: sqlite3.Connection) -> int:
+        data_version = db.execute("PRAGMA data_version").fetchone()[0]
+        if data_version != self._data_version:
+            self._data_version = data_version
+            self._version = db.execute(Q["work_version"]).fetchone()[0]
+        return self._version
 
     async def release(self, leases: Sequence[LeaseRef]) -> set[int]:
         if not leases:
@@ -537,12 +611,18 @@ class SQLiteFrontier:
                     freed[row[0]] += 1
             for domain, n in freed.items():
                 db.execute(Q["domain_released"], (n, domain))
+            if accepted:
+                db.execute(Q["work_changed"])
             return accepted
 
         return await self._run(self._write(tx))
 
     async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
-        await self._run(self._write(lambda db: self._upsert_domain(db, domain, limits)))
+        def tx(db: sqlite3.Connection) -> None:
+            self._upsert_domain(db, domain, limits)
+            db.execute(Q["work_changed"])
+
+        await self._run(self._write(tx))
 
     async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
         args = {"domain": domain, "floor": pace.crawl_floor(self.pacing, seconds)}
@@ -644,6 +724,8 @@ class SQLiteFrontier:
             n = 0
             for rid in targets:
                 n += db.execute(Q["replay_dead"], {"now": now, "id": rid}).rowcount
+            if n:
+                db.execute(Q["work_changed"])
             return n
 
         return await self._run(self._write(tx))

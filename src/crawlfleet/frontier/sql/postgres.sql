@@ -185,6 +185,12 @@ UPDATE domains SET pacing = json_build_object(
     'slowed_at', slowed_at, 'limit_delay', limit_delay, 'ok_rate', ok_rate, 'rate_at', rate_at,
     'trips', trips)::text;
 
+-- name: notify
+-- Idle workers LISTEN instead of polling: a transaction that queued requests, freed slots or
+-- changed what may be leased wakes them when it commits (notifications of one transaction with
+-- the same payload are folded into one).
+SELECT pg_notify($1, '');
+
 -- name: advisory_lock
 -- Serialises upgrade() across every process starting at once (a fleet boots together); the lock
 -- is per schema and ends with the transaction, so a crashed upgrader cannot leave it held.

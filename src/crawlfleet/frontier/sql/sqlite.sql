@@ -172,6 +172,19 @@ UPDATE domains SET pacing = json_object(
     'slowed_at', slowed_at, 'limit_delay', limit_delay, 'ok_rate', ok_rate, 'rate_at', rate_at,
     'trips', trips);
 
+-- name: migration_0005_work_version
+-- Schema version 5: a counter every transaction that may make work leasable (requests queued,
+-- slots freed, jobs resumed) moves on; idle workers of other processes poll it (a read, no lock)
+-- instead of leasing blindly. A lease alone does not move it: idle workers must not wake each
+-- other.
+INSERT OR IGNORE INTO meta (key, value) VALUES ('work_version', '0');
+
+-- name: work_changed
+UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'work_version';
+
+-- name: work_version
+SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'work_version';
+
 -- name: schema_version
 SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version';
 

@@ -1,0 +1,147 @@
+"""``report`` (complete + fail + lease in one transaction) and ``wait_for_work``, every backend.
+
+These are what let a slot be used again as soon as its request is finished, and a link a page
+discovers be fetched at once: no timer between the hops of a chain of pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.conftest import FakeClock
+from tests.contract.test_frontier import TTL, job, req, urls
+
+from crawlfleet.frontier.base import Completion, DomainLimits, Failure, Frontier
+from crawlfleet.policy.classify import Outcome
+
+ONE = DomainLimits(max_in_flight=1)
+
+
+async def test_report__the_slot_a_page_frees_and_the_link_it_found_are_leased_at_once(
+    frontier: Frontier,
+) -> None:
+    await job(frontier, limits=ONE)
+    await frontier.enqueue("j", [req("http://a.test/1")])
+    (first,) = await frontier.lease("A", 5, TTL)
+    assert await frontier.lease("A", 5, TTL) == []  # the domain's one slot is taken
+    done = Completion(first.ref, 200, discovered=[req("http://a.test/2", depth=1)])
+    settled = await frontier.report("A", [done], lease=5, ttl=TTL)
+    assert settled.completed == {first.id} and settled.failed == set()
+    assert [x.url for x in settled.leases] == ["http://a.test/2"]
+    assert settled.leases[0].depth == 1
+    assert await frontier.lease("B", 5, TTL) == [], "the lane's one slot went to the report"
+
+
+async def test_report__fails_and_completes_together_and_fences_each_item(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(4))
+    (a,) = await frontier.lease("A", 1, TTL)
+    clock.advance(TTL + 1)
+    retaken = await frontier.lease("B", 1, TTL)  # A's lease of the first request expired
+    assert [x.id for x in retaken] == [a.id]
+    b, c = await frontier.lease("A", 2, TTL)
+    settled = await frontier.report(
+        "A",
+        [Completion(a.ref, 200), Completion(b.ref, 200)],
+        [Failure(c.ref, "HTTP 500", retry_at=clock() + 60, status=500, outcome="retryable_error")],
+        lease=10,
+        ttl=TTL,
+    )
+    assert settled.completed == {b.id}, "the lost lease was fenced, the live one accepted"
+    assert settled.failed == {c.id}
+    left = {r.url for r in urls(4)} - {a.url, b.url, c.url}
+    assert [x.url for x in settled.leases] == sorted(left)
+    stats = await frontier.stats("j")
+    assert (stats.done, stats.waiting, stats.leased) == (1, 1, 2)
+
+
+async def test_report__without_a_lease_asked_hands_out_none(frontier: Frontier) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(3))
+    (first,) = await frontier.lease("A", 1, TTL)
+    settled = await frontier.report("A", [Completion(first.ref, 200)])
+    assert (settled.completed, settled.leases) == ({first.id}, [])
+    empty = await frontier.report("A")
+    assert (empty.completed, empty.failed, empty.leases) == (set(), set(), [])
+
+
+async def test_report__lease_only_for_the_jobs_named(frontier: Frontier) -> None:
+    await job(frontier, "j")
+    await job(frontier, "k")
+    await frontier.enqueue("j", urls(2, "a.test"))
+    await frontier.enqueue("k", urls(2, "b.test"))
+    (first,) = await frontier.lease("A", 1, TTL, jobs=["j"])
+    settled = await frontier.report("A", [Completion(first.ref, 200)], lease=5, jobs=["k"])
+    assert {x.job for x in settled.leases} == {"k"}
+
+
+async def _second_view(frontier: Frontier, clock: FakeClock) -> Frontier:
+    """Another process's view of the same store (a second connection, as another worker has)."""
+    from crawlfleet.frontier.postgres import PostgresFrontier
+    from crawlfleet.frontier.sqlite import SQLiteFrontier
+
+    if isinstance(frontier, SQLiteFrontier):
+        other: Frontier = SQLiteFrontier(frontier.path, clock=clock)
+    else:
+        assert isinstance(frontier, PostgresFrontier)
+        other = PostgresFrontier(frontier.dsn, clock=clock, max_size=2)
+    await other.open()
+    return other
+
+
+async def test_wait_for_work__wakes_when_another_worker_adds_work(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    other = await _second_view(frontier, clock)
+    try:
+        assert await other.wait_for_work(0.05) is False  # nothing happened: times out
+        started = time.monotonic()
+        waiting = asyncio.ensure_future(other.wait_for_work(10))
+        await asyncio.sleep(0.1)  # the waiter is listening/polling by now
+        await frontier.enqueue("j", urls(1))
+        assert await waiting is True
+        assert time.monotonic() - started < 2.0, "the wake-up came late"
+        (lease,) = await other.lease("B", 5, TTL)
+
+        # a completion that frees a slot wakes a waiter too
+        waiting = asyncio.ensure_future(frontier.wait_for_work(10))
+        await asyncio.sleep(0.1)
+        await other.report("B", [Completion(lease.ref, 200)])
+        assert await waiting is True
+    finally:
+        await other.close()
+
+
+async def test_wait_for_work__a_lease_alone_wakes_nobody(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    """Idle workers that find nothing must not wake each other (a storm of empty leases)."""
+    await job(frontier)
+    other = await _second_view(frontier, clock)
+    try:
+        await other.wait_for_work(0.05)  # whatever came before is taken
+        waiting = asyncio.ensure_future(other.wait_for_work(0.5))
+        await asyncio.sleep(0.05)
+        assert await frontier.lease("A", 5, TTL) == []
+        assert await frontier.report("A", lease=5) is not None
+        assert await waiting is False
+    finally:
+        await other.close()
+
+
+async def test_report__a_retryable_failure_frees_its_slot_for_the_next_request(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, limits=ONE)
+    await frontier.enqueue("j", urls(2))
+    (first,) = await frontier.lease("A", 5, TTL)
+    failure = Failure(
+        first.ref, "timeout", retry_at=clock() + 30, outcome=Outcome.RETRYABLE_ERROR.value
+    )
+    settled = await frontier.report("A", failed=[failure], lease=5, ttl=TTL)
+    assert settled.failed == {first.id}
+    assert [x.url for x in settled.leases] == [r.url for r in urls(2) if r.url != first.url]
