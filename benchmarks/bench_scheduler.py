@@ -130,43 +130,49 @@ def pg_queue(name: str) -> str:
     return f"{PG_SERVER}?schema=bench_sched_{os.getpid()}_{name}"
 
 
+def shop_run(label: str, shop_args: list[str], run: Any, want: int | None = None) -> dict[str, Any]:
+    """Serve the demo shop with ``shop_args``, call ``run(base_url, workdir) -> wall seconds``,
+    and return the run's figures as the shop counted them."""
+    with (
+        server(["-m", "crawlfleet.demo.server", *shop_args]) as base,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        wall = run(base, Path(tmp))
+        pages, active = shop_crawl_time(base)
+        got = records(Path(tmp))
+    row = {"run": label, "wall_s": wall, "crawl_s": active, "pages": pages}
+    row["records"] = f"{got}/{want}" if want is not None else got
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _crawlfleet(concurrency: int, workers: int, queue: str | None) -> Any:
+    def run(base: str, workdir: Path) -> float:
+        source = SHOP_SPIDER.format(start=base + "/", concurrency=concurrency)
+        return crawl(source, workdir, workers, queue)
+
+    return run
+
+
+def _scrapy(concurrency: int) -> Any:
+    def run(base: str, workdir: Path) -> float:
+        env = {"BENCH_SITE_URL": base + "/", "BENCH_CONCURRENCY": str(concurrency)}
+        return scrapy(HERE / "scrapy_shop.py", workdir, env)
+
+    return run
+
+
 def catalogue(runs: list[dict[str, Any]], with_scrapy: bool, queue: str | None) -> None:
     from crawlfleet.demo.catalog import Catalog
 
     want = len(Catalog(1000).expected_records())
+    shop = ["--products", "1000"]
     for workers in (1, 2, 4):
-        with server(["-m", "crawlfleet.demo.server", "--products", "1000"]) as base:
-            with tempfile.TemporaryDirectory() as tmp:
-                source = SHOP_SPIDER.format(start=base + "/", concurrency=8)
-                q = pg_queue(f"a{workers}") if queue else None
-                wall = crawl(source, Path(tmp), workers, q)
-                pages, active = shop_crawl_time(base)
-                runs.append(
-                    {
-                        "run": f"(a) catalogue w{workers}",
-                        "wall_s": wall,
-                        "crawl_s": active,
-                        "pages": pages,
-                        "records": f"{records(Path(tmp))}/{want}",
-                    }
-                )
-                print(json.dumps(runs[-1]), flush=True)
+        q = pg_queue(f"a{workers}") if queue else None
+        label = f"(a) catalogue w{workers}"
+        runs.append(shop_run(label, shop, _crawlfleet(8, workers, q), want))
     if with_scrapy:
-        with server(["-m", "crawlfleet.demo.server", "--products", "1000"]) as base:
-            with tempfile.TemporaryDirectory() as tmp:
-                env = {"BENCH_SITE_URL": base + "/", "BENCH_CONCURRENCY": "8"}
-                wall = scrapy(HERE / "scrapy_shop.py", Path(tmp), env)
-                pages, active = shop_crawl_time(base)
-                runs.append(
-                    {
-                        "run": "(a) catalogue scrapy",
-                        "wall_s": wall,
-                        "crawl_s": active,
-                        "pages": pages,
-                        "records": f"{records(Path(tmp))}/{want}",
-                    }
-                )
-                print(json.dumps(runs[-1]), flush=True)
+        runs.append(shop_run("(a) catalogue scrapy", shop, _scrapy(8), want))
 
 
 def chain(runs: list[dict[str, Any]], with_scrapy: bool, queue: str | None) -> None:
@@ -206,28 +212,12 @@ def faults(runs: list[dict[str, Any]], with_scrapy: bool, queue: str | None) -> 
     from crawlfleet.demo.catalog import Catalog
 
     want = len(Catalog(1000).expected_records())
-    crawlers = ["crawlfleet", *(["scrapy"] if with_scrapy else [])]
-    for crawler in crawlers:
-        for label, extra in (("clean", []), ("faults", FAULTS)):
-            with server(["-m", "crawlfleet.demo.server", "--products", "1000", *extra]) as base:
-                with tempfile.TemporaryDirectory() as tmp:
-                    if crawler == "scrapy":
-                        env = {"BENCH_SITE_URL": base + "/", "BENCH_CONCURRENCY": "32"}
-                        wall = scrapy(HERE / "scrapy_shop.py", Path(tmp), env)
-                    else:
-                        source = SHOP_SPIDER.format(start=base + "/", concurrency=32)
-                        wall = crawl(source, Path(tmp), 1, pg_queue(label) if queue else None)
-                    pages, active = shop_crawl_time(base)
-                    runs.append(
-                        {
-                            "run": f"(c) {label} {crawler}",
-                            "wall_s": wall,
-                            "crawl_s": active,
-                            "pages": pages,
-                            "records": f"{records(Path(tmp))}/{want}",
-                        }
-                    )
-                    print(json.dumps(runs[-1]), flush=True)
+    for label, extra in (("clean", []), ("faults", FAULTS)):
+        shop = ["--products", "1000", *extra]
+        q = pg_queue(label) if queue else None
+        runs.append(shop_run(f"(c) {label} crawlfleet", shop, _crawlfleet(32, 1, q), want))
+        if with_scrapy:
+            runs.append(shop_run(f"(c) {label} scrapy", shop, _scrapy(32), want))
 
 
 def rate_limit(runs: list[dict[str, Any]], with_scrapy: bool, queue: str | None) -> None:
@@ -268,7 +258,8 @@ def main() -> int:
         SCENARIOS[name](runs, args.scrapy, args.queue if args.queue == "pg" else None)
     print()
     for r in runs:
-        print("  ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
+        cells = (f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items())
+        print("  ".join(cells))
     return 0
 
 
