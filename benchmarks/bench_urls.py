@@ -1,5 +1,5 @@
-"""Microseconds per link: ``LinkCanonicalizer.resolve`` (cached, uncached) and ``canonicalize``;
-and per response for the block-page check, which runs on every fetched page.
+"""Microseconds per link: ``LinkCanonicalizer.resolve`` (cached, uncached) and ``canonicalize``
+(the block-page check has its own: ``bench_blocks.py``).
 
 Run: ``.venv/bin/python benchmarks/bench_urls.py``. The link mix imitates a shop page: about 230
 links, most of them a mega-menu and footer repeated on every page (absolute and root-relative),
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 
-from crawlfleet.policy.classify import classify_response
 from crawlfleet.urls import LinkCanonicalizer, canonicalize
 
 ROUNDS = 200
@@ -82,30 +81,12 @@ def bench_canonicalize() -> float:
     return per_link_us(time.perf_counter() - start, len(urls))
 
 
-def bench_block_check(head_bytes: int) -> float:
-    """A 45 KB HTML page whose navigation starts after ``head_bytes`` of scripts and styles."""
-    head = b"<html><head>" + b"<script>var cfg = {a: 1, b: [2, 3]};</script>" * (head_bytes // 45)
-    nav = b"".join(b'<li><a href="/c/%d">Category %d</a></li>' % (i, i) for i in range(60))
-    filler = b"<p class='desc'>Comfortable shoes for every season and size.</p>"
-    body = head + b"</head><body><ul>" + nav + b"</ul>" + filler * 700
-    body = body[:45_000]
-    headers = {"content-type": "text/html; charset=utf-8"}
-    runs = 2_000
-    start = time.perf_counter()
-    for _ in range(runs):
-        classify_response(200, headers, body)
-    return (time.perf_counter() - start) / runs * 1e6
-
-
 def main() -> None:
     print(f"links per page              {len(page_links(1))}")
     print(f"resolve, uncached           {bench_uncached():6.2f} us/link  (target < 15)")
     print(f"resolve, cached             {bench_cached():6.2f} us/link  (target < 1.5)")
     print(f"resolve, crawl mix          {bench_crawl_mix():6.2f} us/link")
     print(f"canonicalize                {bench_canonicalize():6.2f} us/url")
-    print(f"block check, 45 KB page     {bench_block_check(2_000):6.2f} us/page  (target < 20)")
-    print(f"  links only after 16 KiB   {bench_block_check(17_000):6.2f} us/page")
-    print(f"  no links in 45 KB         {bench_block_check(46_000):6.2f} us/page  (worst case)")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@
         ├── RetryableFetchError    worth trying again later (maybe over another route)
         │   ├── FetchTimeout
         │   ├── ConnectError
-        │   └── DataLoss           connection cut mid-body, broken chunking
+        │   ├── DataLoss           connection cut mid-body, broken chunking
+        │   └── ProxyError         the route failed, not the request: proxy refused, unreachable,
+        │                          timed out, rejected the credentials or the tunnel
         └── PermanentFetchError    trying again cannot help
             ├── TooLarge           body or headers over the cap (decompression bombs too)
             ├── TooManyRedirects
@@ -71,6 +73,21 @@ class ConnectError(RetryableFetchError):
 
 class DataLoss(RetryableFetchError):
     kind = "data_loss"
+
+
+class ProxyError(RetryableFetchError):
+    """The proxy, not the target, failed: blame the route and retry on another one.
+
+    ``reason`` says how, with a stable name: ``refused`` (nothing listens: the proxy is down),
+    ``unreachable``, ``timeout``, ``auth`` (407 or SOCKS authentication failed), ``tunnel`` (the
+    proxy refused to CONNECT or to reach the target) or ``protocol`` (it spoke nonsense).
+    """
+
+    kind = "proxy"
+
+    def __init__(self, message: str, *, reason: str = "protocol") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class PermanentFetchError(FetchError):

@@ -12,17 +12,32 @@ What it does itself rather than leaving to aiohttp, and why:
   while decoding, which stops decompression bombs;
 * **one deadline** per fetch (``timeout``) covering every hop and the body, so a server that
   trickles one byte at a time cannot hold a worker forever.
+
+**Proxies** (``fetch(..., proxy=URL)``): ``http://`` proxies get plain-HTTP requests in absolute
+form and tunnel ``https://`` targets with CONNECT; ``https://`` proxies are the same over TLS to
+the proxy; ``socks5://`` proxies carry both (the proxy resolves the target's name). Credentials
+in the URL become ``Proxy-Authorization`` (or SOCKS authentication) and go to the proxy only:
+the header is never sent to an origin (one a caller passes is dropped) nor reported in
+``request_headers``. Each proxy has its own connection pool. The address guard still applies to
+the target: its name is resolved here and refused if private, before the proxy is asked (the
+proxy resolves it again on its side of the network; a name that does not resolve here is left
+to the proxy). A failure of the proxy itself raises
+:class:`~crawlfleet.errors.ProxyError` (``reason`` ``refused``, ``timeout``, ``auth``, ...), so
+the route is blamed, not the request; no message carries the proxy's password.
 """
 
 from __future__ import annotations
 
+import errno
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import aiohttp
+import aiohttp_socks
 from aiohttp.http_exceptions import LineTooLong
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
@@ -34,13 +49,15 @@ from crawlfleet.errors import (
     FetchError,
     FetchTimeout,
     InvalidURL,
+    ProxyError,
     TooLarge,
     TooManyRedirects,
     UnsupportedScheme,
 )
 from crawlfleet.fetch.deadlines import Deadlines
-from crawlfleet.fetch.guard import GuardedResolver, check_literal_host
+from crawlfleet.fetch.guard import GuardedResolver, check_literal_host, host_may_be_private
 from crawlfleet.fetch.limits import ACCEPT_ENCODING, BodyDecoder
+from crawlfleet.urls import mask_credentials
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -55,6 +72,9 @@ _ORIGIN_BOUND_HEADERS = ("Authorization", "Cookie")
 # LineTooLong is often lost); its messages are the only stable signal.
 _HEADER_OVERFLOW_MARKERS = ("Got more than", "Too many headers", "too long", "Header overflow")
 _BODY_HEADERS = ("Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding")
+_PROXY_SCHEMES = frozenset({"http", "https", "socks5"})
+# A target host checked for a proxied fetch stays checked this long (like the DNS cache).
+_TARGET_CHECK_TTL = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +96,9 @@ class FetchSettings:
     allow_private_addresses: bool = False
     private_ok_hosts: frozenset[str] = frozenset()
     """Hosts (lower-case) that may be loopback/private: the ones named in ``start_urls``."""
+    ca_file: str | None = None
+    """A PEM file of certificate authorities to trust besides the system's (a TLS-inspecting
+    corporate proxy, a test CA)."""
 
 
 @dataclass(slots=True)
@@ -137,6 +160,11 @@ class HttpFetcher:
         self._session: aiohttp.ClientSession | None = None
         self._resolver: GuardedResolver | None = None
         self._deadlines = Deadlines(self.settings.timeout)
+        # One session (connection pool) per proxy URL, credentials included: two accounts on
+        # one proxy are two routes. Keys are never shown.
+        self._proxy_sessions: dict[str, aiohttp.ClientSession] = {}
+        self._checked_targets: dict[str, float] = {}
+        self._ssl: ssl.SSLContext | bool = True
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -154,13 +182,25 @@ class HttpFetcher:
         """Open the connection pool (must run inside the event loop that will fetch)."""
         s = self.settings
         self._resolver = GuardedResolver(s)
-        connector = aiohttp.TCPConnector(
-            limit=s.concurrency,
-            limit_per_host=s.per_host_connections,
-            ttl_dns_cache=60,
-            resolver=self._resolver,
-        )
-        self._session = aiohttp.ClientSession(
+        if s.ca_file is not None:
+            context = ssl.create_default_context()
+            context.load_verify_locations(cafile=s.ca_file)
+            self._ssl = context
+        self._session = self._new_session(aiohttp.TCPConnector(**self._connector_args()))
+
+    def _connector_args(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "limit": s.concurrency,
+            "limit_per_host": s.per_host_connections,
+            "ttl_dns_cache": 60,
+            "resolver": self._resolver,
+            "ssl": self._ssl,
+        }
+
+    def _new_session(self, connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
+        s = self.settings
+        return aiohttp.ClientSession(
             connector=connector,
             auto_decompress=False,
             # Cookies belong to sessions (routes layer), passed explicitly per request.
@@ -172,13 +212,17 @@ class HttpFetcher:
             max_field_size=s.max_header_bytes,
             max_headers=max(128, s.max_header_bytes // 32),
             read_bufsize=2 * READ_CHUNK,
+            trust_env=False,  # a proxy is a route, chosen per request, never from HTTP_PROXY
         )
 
     async def close(self) -> None:
         """Close every pooled connection."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        sessions = [self._session, *self._proxy_sessions.values()]
+        self._session = None
+        self._proxy_sessions.clear()
+        for session in sessions:
+            if session is not None:
+                await session.close()
         if self._resolver is not None:
             await self._resolver.close()
             self._resolver = None
@@ -206,24 +250,77 @@ class HttpFetcher:
         request = _Request(
             url=self._checked(url),
             method=method.upper(),
-            headers=CIMultiDict(headers) if headers else None,
+            headers=_without_proxy_auth(headers),
             body=body,
         )
-        if proxy is not None:
-            self._trust_proxy(proxy)
         cap = self.settings.max_body if max_body is None else max_body
         started = time.monotonic()
         try:
             with self._deadlines.scope():
-                result = await self._follow(self._session, request, proxy, cap, truncate)
+                session, http_proxy = await self._route(proxy, request.url)
+                result = await self._follow(session, request, http_proxy, cap, truncate)
         except FetchError:
             raise
-        except TimeoutError as exc:
-            raise FetchTimeout(f"no complete response within {self.settings.timeout}s") from exc
-        except (aiohttp.ClientError, OSError, ValueError) as exc:
-            raise _translate(exc) from exc
+        except Exception as exc:
+            error = _translate_any(exc, proxy, self.settings.timeout)
+            if proxy is None:
+                raise error from exc
+            # Client-library errors of a proxied request can print the proxy URL, password
+            # included (aiohttp's request info): the chain stops here, the message says enough.
+            raise error from None
         result.elapsed = time.monotonic() - started
         return result
+
+    async def _route(
+        self, proxy: str | None, target: URL
+    ) -> tuple[aiohttp.ClientSession, str | None]:
+        """The session to send through, and the proxy URL aiohttp should use (http(s) only)."""
+        assert self._session is not None
+        if proxy is None:
+            return self._session, None
+        scheme = proxy.partition("://")[0].lower()
+        if scheme not in _PROXY_SCHEMES:
+            raise ProxyError(
+                f"proxy {mask_credentials(proxy)!r}: scheme must be http, https or socks5",
+                reason="protocol",
+            )
+        session = self._proxy_sessions.get(proxy)
+        if session is None:
+            session = self._proxy_sessions[proxy] = self._proxy_session(proxy, scheme)
+        await self._check_target(target)
+        return session, None if scheme == "socks5" else proxy
+
+    def _proxy_session(self, proxy: str, scheme: str) -> aiohttp.ClientSession:
+        assert self._resolver is not None
+        host = URL(proxy).host
+        if host:  # the proxy is the user's own: it may be on a private network
+            self._resolver.trust(host)
+        if scheme == "socks5":
+            args = self._connector_args()
+            del args["resolver"], args["ttl_dns_cache"]  # the SOCKS server resolves targets
+            connector: aiohttp.BaseConnector = aiohttp_socks.ProxyConnector.from_url(
+                proxy, rdns=True, **args
+            )
+        else:
+            connector = aiohttp.TCPConnector(**self._connector_args())
+        return self._new_session(connector)
+
+    async def _check_target(self, url: URL) -> None:
+        """Apply the address guard to a proxied fetch's target (literals were checked already):
+        resolve the name here and refuse it if private, since the proxy will not ask us."""
+        host = url.host or ""
+        now = time.monotonic()
+        if self._checked_targets.get(host, 0.0) > now or host_may_be_private(host, self.settings):
+            return
+        assert self._resolver is not None
+        try:
+            await self._resolver.resolve(host, url.port or 0)  # AddressRefused if private
+        except OSError:
+            # A name only the proxy's side of the network knows: nothing here to refuse.
+            return
+        if len(self._checked_targets) > 10_000:
+            self._checked_targets.clear()
+        self._checked_targets[host] = now + _TARGET_CHECK_TTL
 
     def _checked(self, url: str | URL) -> URL:
         """Parse ``url`` and refuse what no hop may reach: other schemes, private literals."""
@@ -237,11 +334,6 @@ class HttpFetcher:
             raise InvalidURL(f"URL {_mask(str(url))} has no host")
         check_literal_host(parsed.host, self.settings)
         return parsed
-
-    def _trust_proxy(self, proxy: str) -> None:
-        host = URL(proxy).host
-        if host and self._resolver is not None:
-            self._resolver.trust(host)
 
     async def _follow(
         self,
@@ -262,6 +354,8 @@ class HttpFetcher:
                 proxy=proxy,
                 allow_redirects=False,
             ) as resp:
+                if resp.status == 407 and proxy is not None:
+                    raise ProxyError("the proxy refused the credentials (407)", reason="auth")
                 location = (
                     resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None
                 )
@@ -333,7 +427,13 @@ async def _read(
         body=body,
         elapsed=0.0,
         remote_ip=remote_ip,
-        request_headers=list(resp.request_info.headers.items()),
+        # aiohttp puts Proxy-Authorization among a plain-HTTP proxied request's headers: it was
+        # for the proxy, and the record of what the origin was sent must not hold it.
+        request_headers=[
+            (k, v)
+            for k, v in resp.request_info.headers.items()
+            if k.lower() != "proxy-authorization"
+        ],
         redirects=redirects,
         nbytes_wire=nbytes_wire,
         truncated=truncated,
@@ -369,6 +469,77 @@ def _remote_ip(resp: aiohttp.ClientResponse) -> str | None:
     transport = getattr(protocol, "transport", None)
     peer = transport.get_extra_info("peername") if transport is not None else None
     return str(peer[0]) if peer else None
+
+
+def _without_proxy_auth(headers: Mapping[str, str] | None) -> CIMultiDict[str] | None:
+    """The caller's headers without ``Proxy-Authorization``: proxy credentials come from the
+    proxy URL only, so none can reach an origin by mistake."""
+    if not headers:
+        return None
+    clean = CIMultiDict(headers)
+    clean.popall("Proxy-Authorization", None)
+    return clean
+
+
+def _translate_any(exc: Exception, proxy: str | None, timeout: float) -> FetchError:
+    """Any exception of a fetch as a :class:`FetchError`, with no secret in its message."""
+    error: FetchError | None = _proxy_error(exc) if proxy is not None else None
+    if error is None:
+        if isinstance(exc, TimeoutError):
+            error = FetchTimeout(f"no complete response within {timeout}s")
+        elif isinstance(exc, aiohttp.ClientError | OSError | ValueError):
+            error = _translate(exc)
+        else:
+            raise exc
+    if proxy is not None:
+        error = _scrubbed(error, proxy)
+    return error
+
+
+def _proxy_error(exc: Exception) -> ProxyError | None:
+    """The proxy's own failure behind ``exc``, if it is one."""
+    if isinstance(exc, aiohttp.ClientProxyConnectionError | aiohttp_socks.ProxyConnectionError):
+        how = "refused" if _refused(exc) else "unreachable"
+        return ProxyError(f"cannot connect to the proxy ({how})", reason=how)
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        # Only the proxy answers a CONNECT: a 401 is its word too (tinyproxy answers wrong
+        # credentials with 401, not 407).
+        if exc.status in (401, 407):
+            return ProxyError(f"the proxy refused the credentials ({exc.status})", reason="auth")
+        return ProxyError(f"the proxy refused the tunnel ({exc.status})", reason="tunnel")
+    if isinstance(exc, aiohttp_socks.ProxyTimeoutError | aiohttp.ConnectionTimeoutError):
+        return ProxyError("no connection to the proxy in time", reason="timeout")
+    if isinstance(exc, aiohttp_socks.ProxyError):
+        # SOCKS replies: authentication failed (code None, message says so) or a reply code.
+        auth = "auth" in str(exc).lower()
+        return ProxyError(f"SOCKS proxy: {exc}", reason="auth" if auth else "tunnel")
+    return None
+
+
+def _refused(exc: BaseException | None) -> bool:
+    """Whether a connection error (or one of its causes) is "connection refused"."""
+    while exc is not None:
+        os_error = getattr(exc, "os_error", exc)
+        if (
+            isinstance(os_error, ConnectionRefusedError)
+            or getattr(exc, "errno", None) == errno.ECONNREFUSED
+        ):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _scrubbed(error: FetchError, proxy: str) -> FetchError:
+    """``error`` with the proxy's password (plain or percent-encoded) masked in its message."""
+    password = URL(proxy).password
+    raw = URL(proxy, encoded=True).raw_password
+    message = str(error)
+    for secret in {password, raw} - {None, ""}:
+        assert secret is not None
+        message = message.replace(secret, "[secure]")
+    if message != str(error):
+        error.args = (message,)
+    return error
 
 
 def _translate(exc: BaseException) -> FetchError:
