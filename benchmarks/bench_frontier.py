@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from crawlfleet.frontier.base import Completion, DomainLimits, Frontier, JobSpec, NewRequest
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import (
+    Completion,
+    DomainLimits,
+    JobSpec,
+    NewRequest,
+)
 
 PG_SERVER = os.environ.get("CRAWLFLEET_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 DOMAINS = 1_000

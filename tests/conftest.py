@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from crawlfleet.frontier.base import Frontier
+from crawlfleet.frontier.ports import Frontier
 
 #: PostgreSQL server the fleet tests use (each test run gets its own database, dropped after)
 PG_DSN = os.environ.get("CRAWLFLEET_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")

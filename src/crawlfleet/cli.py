@@ -22,7 +22,8 @@ import click
 
 from crawlfleet.config import Settings, load_settings
 from crawlfleet.errors import CrawlfleetError, UsageError
-from crawlfleet.frontier.base import DeadReason, Frontier, JobState, JobStats
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import DeadReason, JobState, JobStats
 from crawlfleet.urls import mask_credentials
 
 T = TypeVar("T")

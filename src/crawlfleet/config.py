@@ -66,7 +66,7 @@ from typing import Any
 
 from crawlfleet.data.rawstore import check_raw_url
 from crawlfleet.errors import ConfigError
-from crawlfleet.frontier.base import DomainLimits
+from crawlfleet.model import DomainLimits
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import TrapRules
 

@@ -24,7 +24,12 @@ from pydantic import ValidationError
 
 from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
 from crawlfleet.data.warc import Capture
-from crawlfleet.frontier.base import Job, NewRequest, QuarantineRow, RecordRow
+from crawlfleet.model import (
+    Job,
+    NewRequest,
+    QuarantineRow,
+    RecordRow,
+)
 from crawlfleet.policy.traps import TrapRules, check_url
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider

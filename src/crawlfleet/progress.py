@@ -9,7 +9,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from crawlfleet.frontier.base import JobStats
+from crawlfleet.model import JobStats
 
 console = Console(stderr=True, highlight=False)
 

@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 from crawlfleet.config import Settings
 from crawlfleet.errors import UsageError
 from crawlfleet.extract import JobRuntime, trap_rules
-from crawlfleet.frontier.base import DomainLimits, Frontier, Job, JobSpec, JobState, JobStats
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import (
+    DomainLimits,
+    Job,
+    JobSpec,
+    JobState,
+    JobStats,
+)
 from crawlfleet.spider import Spider
 from crawlfleet.spiders import SPIDER_NAME
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crawlfleet.errors import SpiderLoadError
-from crawlfleet.frontier.base import Job
+from crawlfleet.model import Job
 from crawlfleet.spider import Spider
 
 _FILE_LOCK = threading.RLock()

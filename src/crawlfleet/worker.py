@@ -32,11 +32,11 @@ from crawlfleet.errors import CrawlfleetError, FetchError, SpiderLoadError
 from crawlfleet.extract import JobRuntime, ParseError, Provenance, trap_rules
 from crawlfleet.fetch.http import FetchResult, FetchSettings, HttpFetcher
 from crawlfleet.fetch.robots import RobotsCache
-from crawlfleet.frontier.base import (
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import (
     Completion,
     DeadReason,
     Failure,
-    Frontier,
     JobState,
     Lease,
     LeaseRef,
@@ -444,7 +444,7 @@ class Worker:
                     lease.ref,
                     "robots.txt unreachable: host postponed",
                     retry_at=time.time() + recheck,
-                    outcome=Outcome.ROBOTS.value,
+                    outcome=Outcome.ROBOTS,
                     retry_after=recheck,
                     count_attempt=False,
                 )
@@ -623,7 +623,7 @@ class Worker:
                 retry_at=decision.retry_at,
                 dead_reason=decision.dead_reason,
                 status=status,
-                outcome=outcome.value,
+                outcome=outcome,
                 latency=latency,
                 retry_after=retry_after,
                 started_at=started_at,

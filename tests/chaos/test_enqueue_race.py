@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from crawlfleet.frontier import open_frontier
-from crawlfleet.frontier.base import DomainLimits, JobSpec, NewRequest
+from crawlfleet.model import DomainLimits, JobSpec, NewRequest
 from crawlfleet.urls import canonicalize, fingerprint, host_of
 from tests.chaos.harness import new_store
 from tests.conftest import BACKENDS

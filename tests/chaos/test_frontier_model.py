@@ -30,12 +30,12 @@ from hypothesis.stateful import (
 )
 
 from crawlfleet.frontier import open_frontier
-from crawlfleet.frontier.base import (
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import (
     Completion,
     DeadReason,
     DomainLimits,
     Failure,
-    Frontier,
     JobSpec,
     Lease,
     NewRequest,

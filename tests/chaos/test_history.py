@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from crawlfleet.frontier import open_frontier
-from crawlfleet.frontier.base import (
+from crawlfleet.model import (
     Completion,
     DeadReason,
     DomainLimits,

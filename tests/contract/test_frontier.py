@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from tests.conftest import FakeClock
 
-from crawlfleet.frontier.base import (
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import (
     Completion,
     DeadReason,
     DomainLimits,
     Failure,
-    Frontier,
     JobSpec,
     JobState,
     NewRequest,

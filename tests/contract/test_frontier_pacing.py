@@ -7,12 +7,12 @@ import pytest
 from tests.conftest import FakeClock
 from tests.contract.test_frontier import TTL, job, req, urls
 
-from crawlfleet.frontier.base import (
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import (
     Completion,
     DeadReason,
     DomainLimits,
     Failure,
-    Frontier,
     JobSpec,
 )
 from crawlfleet.policy.pacing import PacingConfig

@@ -12,7 +12,8 @@ import time
 from tests.conftest import FakeClock
 from tests.contract.test_frontier import TTL, job, req, urls
 
-from crawlfleet.frontier.base import Completion, DomainLimits, Failure, Frontier
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import Completion, DomainLimits, Failure
 from crawlfleet.policy.classify import Outcome
 
 ONE = DomainLimits(max_in_flight=1)

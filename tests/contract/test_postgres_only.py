@@ -16,9 +16,15 @@ from tests.conftest import PG_TEST_DB, FakeClock
 
 from crawlfleet.errors import ConfigError, StoreError
 from crawlfleet.frontier import open_frontier
-from crawlfleet.frontier.base import Completion, DomainLimits, JobSpec, Lease, NewRequest
 from crawlfleet.frontier.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresFrontier
 from crawlfleet.frontier.sqlite import SQLiteFrontier
+from crawlfleet.model import (
+    Completion,
+    DomainLimits,
+    JobSpec,
+    Lease,
+    NewRequest,
+)
 from crawlfleet.urls import canonicalize, fingerprint, host_of
 
 TTL = 30.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from crawlfleet.data.warc import Capture
 from crawlfleet.extract import Captures, JobRuntime, PageOutput
-from crawlfleet.frontier.base import Job, JobState
+from crawlfleet.model import Job, JobState
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import LinkCanonicalizer
 

@@ -14,7 +14,7 @@ import pytest
 from crawlfleet.data import export as export_module
 from crawlfleet.data.export import export_records
 from crawlfleet.errors import UsageError
-from crawlfleet.frontier.base import QuarantineRow, RecordRow
+from crawlfleet.model import QuarantineRow, RecordRow
 
 FETCHED_AT = 1_714_564_800.5  # 2024-05-01T12:00:00.5Z
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlfleet.frontier.base import DeadReason
+from crawlfleet.model import DeadReason
 from crawlfleet.policy.classify import Outcome
 from crawlfleet.policy.retry import RetryDecision, backoff, decide, parse_retry_after
 

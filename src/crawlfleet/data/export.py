@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crawlfleet.errors import UsageError
-from crawlfleet.frontier.base import QuarantineRow, RecordRow
+from crawlfleet.model import QuarantineRow, RecordRow
 
 __all__ = ["FORMATS", "export_records"]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from crawlfleet.errors import ConfigError
-from crawlfleet.frontier.base import Frontier
+from crawlfleet.frontier.ports import Frontier
 from crawlfleet.urls import mask_credentials
 
 if TYPE_CHECKING:

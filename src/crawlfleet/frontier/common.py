@@ -10,8 +10,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from crawlfleet.frontier.base import (
-    Attempt,
+from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings
+from crawlfleet.model import (
+    AttemptRow,
     DeadLetter,
     DeadReason,
     Failure,
@@ -22,9 +23,19 @@ from crawlfleet.frontier.base import (
     QuarantineRow,
     RecordRow,
 )
-from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings
+
+#: a worker that leased within this many seconds shares each domain's in-flight slots with the
+#: other such workers (its fair share is ceil(max_in_flight / active workers))
+ACTIVE_WINDOW = 5.0
+#: how far ahead the store hands out pacing slots of a rate-limited lane (seconds)
+PACING_HORIZON = 2.0
+#: most lanes looked at per lease call; the rest get their turn at the next call
+DOMAINS_PER_LEASE = 256
 
 __all__ = [
+    "ACTIVE_WINDOW",
+    "DOMAINS_PER_LEASE",
+    "PACING_HORIZON",
     "dead_from_row",
     "dead_reason_of",
     "dumps",
@@ -111,7 +122,7 @@ def lease_from_row(row: Sequence[Any], job: str, expires_at: float, start_at: fl
     )
 
 
-def dead_from_row(row: Sequence[Any], history: Sequence[Attempt] = ()) -> DeadLetter:
+def dead_from_row(row: Sequence[Any], history: Sequence[AttemptRow] = ()) -> DeadLetter:
     rid, job, url, reason, error, attempts, died_at = row
     return DeadLetter(
         rid,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawlfleet.frontier.base import DomainLimits, JobSpec
+from crawlfleet.model import DomainLimits, JobSpec
 from crawlfleet.policy.traps import TrapRules
 
 __all__ = ["JobDefaults", "defaults_from_settings", "settings_with_defaults"]

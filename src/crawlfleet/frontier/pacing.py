@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from crawlfleet.frontier.base import Completion, DomainState, Failure
+from crawlfleet.frontier.ports import DomainState
+from crawlfleet.model import Completion, Failure
 from crawlfleet.policy.classify import Outcome
 from crawlfleet.policy.pacing import PacingConfig, PacingState, initial, update
 
@@ -57,11 +58,7 @@ def event_of_completion(c: Completion) -> Event:
 
 
 def event_of_failure(f: Failure) -> Event:
-    try:
-        outcome: Outcome | None = Outcome(f.outcome)
-    except ValueError:
-        outcome = None
-    return Event(outcome, f.status, f.latency, f.retry_after, f.started_at)
+    return Event(f.outcome, f.status, f.latency, f.retry_after, f.started_at)
 
 
 def state_from_row(row: Sequence[Any], config: PacingConfig | None = None) -> DomainState:

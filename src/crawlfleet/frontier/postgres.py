@@ -20,27 +20,10 @@ import asyncpg
 
 from crawlfleet.errors import StoreError
 from crawlfleet.frontier import pacing as pace
-from crawlfleet.frontier.base import (
-    ACTIVE_WINDOW,
-    Attempt,
-    Completion,
-    DeadLetter,
-    DeadReason,
-    DomainLimits,
-    DomainState,
-    Failure,
-    Job,
-    JobSpec,
-    JobState,
-    JobStats,
-    Lease,
-    LeaseRef,
-    NewRequest,
-    QuarantineRow,
-    RecordRow,
-    Settled,
-)
 from crawlfleet.frontier.common import (
+    ACTIVE_WINDOW,
+    DOMAINS_PER_LEASE,
+    PACING_HORIZON,
     dead_from_row,
     dead_reason_of,
     dumps,
@@ -53,7 +36,26 @@ from crawlfleet.frontier.common import (
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
+from crawlfleet.frontier.ports import DomainState
 from crawlfleet.frontier.sql import queries
+from crawlfleet.model import (
+    AttemptRow,
+    Completion,
+    DeadLetter,
+    DeadReason,
+    DomainLimits,
+    Failure,
+    Job,
+    JobSpec,
+    JobState,
+    JobStats,
+    Lease,
+    LeaseRef,
+    NewRequest,
+    QuarantineRow,
+    RecordRow,
+    Settled,
+)
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import budget_keys, over_budget
 from crawlfleet.urls import mask_credentials
@@ -62,12 +64,8 @@ T = TypeVar("T")
 Q = queries("postgres")
 Conn = Any  # asyncpg.Connection (asyncpg ships no type hints)
 
-#: how far ahead the store hands out pacing slots of a rate-limited domain (seconds)
-PACING_HORIZON = 2.0
 #: milliseconds a session may sit idle inside a transaction before the server ends it
 IDLE_IN_TRANSACTION_MS = 30_000
-#: most domains looked at per lease call; the rest get their turn at the next call
-DOMAINS_PER_LEASE = 256
 #: versioned migrations, ``[(version, name, sql)]`` in order, from ``-- name: migration_NNNN_x``
 MIGRATIONS = sorted(
     (int(name.split("_")[1]), name.split("_", 2)[2], sql)
@@ -552,7 +550,7 @@ class PostgresFrontier:
             [dead_reason_of(f) for f in ordered],
             [f.error for f in ordered],
             [f.status for f in ordered],
-            [f.outcome for f in ordered],
+            [f.outcome_name for f in ordered],
             [f.route for f in ordered],
             [f.count_attempt for f in ordered],
         )
@@ -703,7 +701,7 @@ class PostgresFrontier:
             row = await conn.fetchrow(Q["dead_letter"], request_id)
             if row is None:
                 return None
-            history = [Attempt(*a) for a in await conn.fetch(Q["attempts_of"], request_id)]
+            history = [AttemptRow(*a) for a in await conn.fetch(Q["attempts_of"], request_id)]
             return dead_from_row(row, history)
 
         return await self._run(read, write=False)

@@ -19,27 +19,10 @@ from typing import Any, TypeVar
 
 from crawlfleet.errors import StoreError
 from crawlfleet.frontier import pacing as pace
-from crawlfleet.frontier.base import (
-    ACTIVE_WINDOW,
-    Attempt,
-    Completion,
-    DeadLetter,
-    DeadReason,
-    DomainLimits,
-    DomainState,
-    Failure,
-    Job,
-    JobSpec,
-    JobState,
-    JobStats,
-    Lease,
-    LeaseRef,
-    NewRequest,
-    QuarantineRow,
-    RecordRow,
-    Settled,
-)
 from crawlfleet.frontier.common import (
+    ACTIVE_WINDOW,
+    DOMAINS_PER_LEASE,
+    PACING_HORIZON,
     dead_from_row,
     dead_reason_of,
     dumps,
@@ -52,17 +35,32 @@ from crawlfleet.frontier.common import (
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
+from crawlfleet.frontier.ports import DomainState
 from crawlfleet.frontier.sql import queries
+from crawlfleet.model import (
+    AttemptRow,
+    Completion,
+    DeadLetter,
+    DeadReason,
+    DomainLimits,
+    Failure,
+    Job,
+    JobSpec,
+    JobState,
+    JobStats,
+    Lease,
+    LeaseRef,
+    NewRequest,
+    QuarantineRow,
+    RecordRow,
+    Settled,
+)
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import budget_keys, over_budget
 
 T = TypeVar("T")
 Q = queries("sqlite")
 
-#: how far ahead the store hands out pacing slots of a rate-limited domain (seconds)
-PACING_HORIZON = 2.0
-#: most domains looked at per lease call; the rest get their turn at the next call
-DOMAINS_PER_LEASE = 256
 #: the base schema (the ``schema`` block) is version 1; ``migration_NNNN_x`` blocks follow it
 MIGRATIONS = sorted(
     (int(name.split("_")[1]), sql) for name, sql in Q.items() if name.startswith("migration_")
@@ -541,7 +539,7 @@ class SQLiteFrontier:
             n = attempts if f.count_attempt else attempts + 1
             db.execute(
                 Q["insert_attempt"],
-                (f.lease.id, n, now, f.outcome, f.status, f.error, f.route),
+                (f.lease.id, n, now, f.outcome_name, f.status, f.error, f.route),
             )
         self._pace(db, now, freed, events)
         if accepted:
@@ -707,7 +705,7 @@ class SQLiteFrontier:
             row = db.execute(Q["dead_letter"], (request_id,)).fetchone()
             if row is None:
                 return None
-            history = [Attempt(*a) for a in db.execute(Q["attempts_of"], (request_id,))]
+            history = [AttemptRow(*a) for a in db.execute(Q["attempts_of"], (request_id,))]
             return dead_from_row(row, history)
 
         return await self._run(read)

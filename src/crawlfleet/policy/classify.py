@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final
 
 from crawlfleet.errors import FetchError, PermanentFetchError
+from crawlfleet.model import Outcome
 from crawlfleet.policy.blocks import BlockVerdict, Verdict, detect_block
 
 __all__ = [
@@ -25,17 +25,6 @@ __all__ = [
     "classify_response",
     "outcome_for_error",
 ]
-
-
-class Outcome(StrEnum):
-    """The verdict on one attempt; stable names, used in metrics and attempt history."""
-
-    OK = "ok"
-    BLOCKED = "blocked"
-    RETRYABLE_ERROR = "retryable_error"
-    PERMANENT_ERROR = "permanent_error"
-    ROBOTS = "robots"
-    TRAP = "trap"
 
 
 #: Attempts an empty 2xx HTML page gets in all: one retry catches a backend hiccup; a page that

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Final
 
-from crawlfleet.frontier.base import DeadReason
+from crawlfleet.model import DeadReason
 from crawlfleet.policy.classify import Outcome
 
 __all__ = ["RetryDecision", "backoff", "decide", "parse_retry_after"]

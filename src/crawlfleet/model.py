@@ -1,6 +1,8 @@
-"""The frontier contract: what every queue store (SQLite, PostgreSQL) must do.
+"""The vocabulary every layer speaks: states, reasons, outcomes, requests, leases, reports, rows.
 
-A request's life::
+Plain values (frozen dataclasses and string enums), importing nothing of crawlfleet: the pure
+policies, the store ports and backends, the worker and the commands all build on it. A request's
+life::
 
     queued ──lease──▶ leased ──complete──▶ done
       ▲                 │ fail(retry_at) / lease expired (attempts left)
@@ -8,44 +10,46 @@ A request's life::
                         │ fail(dead) / lease expired, attempts exhausted
                         ▼
                        dead ──replay──▶ queued
-
-Rules every backend keeps (the contract suite in ``tests/contract`` checks each one):
-
-* ``enqueue`` is idempotent on ``(job, fingerprint)``: the store's unique key is the final arbiter.
-* ``lease`` hands out each queued request to one holder at a time, with a fresh fencing ``token``
-  and an expiry; it counts an attempt. It honours per-domain limits held in the store (most requests
-  in flight, least delay between request starts), so politeness holds across every worker.
-* ``complete`` / ``fail`` / ``heartbeat`` / ``release`` act only when the token still matches; a
-  holder whose lease expired and was taken over is refused (fencing) and nothing it sent is written.
-* An expired lease goes back to ``queued`` (the attempt stays counted) or, when attempts are
-  exhausted, to ``dead(worker_lost)``.
-* A job is finished when none of its requests is queued (ready or waiting for a retry) or leased.
-* Pacing is adaptive and held in the store: ``complete`` and ``fail`` apply
-  :func:`crawlfleet.policy.pacing.update` to the domain of every item, in the same transaction
-  (push-back slows the domain and teaches it a ceiling, ``Retry-After`` and the host circuit set
-  ``blocked_until``); ``lease`` hands out at most the domain's current concurrency and spaces
-  starts by its current delay, never below its robots.txt Crawl-delay (``set_crawl_delay``).
-* Every failed attempt, lease expiry and trap is a row of the request's history (``dead_letter``).
-  A failure with ``count_attempt=False`` (robots.txt unreachable: the host, not the request, is
-  not ready) is retried later without using up an attempt.
-* Trap guards end as ``dead(trap)`` rows, never silent drops: links the worker found to be traps
-  (``NewRequest.trap``), and new requests over the job's per-host or per-URL-pattern budget,
-  counted in the store at enqueue time so the budgets hold across the whole fleet.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-if TYPE_CHECKING:
-    from crawlfleet.policy.pacing import PacingState
+__all__ = [
+    "AttemptRow",
+    "Completion",
+    "DeadLetter",
+    "DeadReason",
+    "DomainLimits",
+    "Failure",
+    "Job",
+    "JobSpec",
+    "JobState",
+    "JobStats",
+    "Lease",
+    "LeaseRef",
+    "NewRequest",
+    "Outcome",
+    "QuarantineRow",
+    "RecordRow",
+    "Settled",
+    "State",
+]
 
-#: a worker that leased within this many seconds shares each domain's in-flight slots with the
-#: other such workers (its fair share is ceil(max_in_flight / active workers))
-ACTIVE_WINDOW = 5.0
+
+class Outcome(StrEnum):
+    """The verdict on one attempt; stable names, used in metrics and attempt history."""
+
+    OK = "ok"
+    BLOCKED = "blocked"
+    RETRYABLE_ERROR = "retryable_error"
+    PERMANENT_ERROR = "permanent_error"
+    ROBOTS = "robots"
+    TRAP = "trap"
 
 
 class State(StrEnum):
@@ -220,11 +224,20 @@ class Failure:
     dead_reason: DeadReason | None = None
     status: int | None = None
     route: str | None = None
-    outcome: str = "error"  # a policy.classify.Outcome value; other names do not pace the domain
+    outcome: Outcome | None = None  # None: nothing for the pacing to learn (stored as "error")
     latency: float | None = None  # response time, when a response arrived
     retry_after: float | None = None  # seconds the host asked for: holds the whole domain
     started_at: float | None = None  # when the request was sent (store clock)
     count_attempt: bool = True  # False: retried later without using up an attempt
+
+    def __post_init__(self) -> None:
+        if isinstance(self.outcome, str) and not isinstance(self.outcome, Outcome):
+            object.__setattr__(self, "outcome", Outcome(self.outcome))
+
+    @property
+    def outcome_name(self) -> str:
+        """The outcome as the attempt history stores it."""
+        return self.outcome.value if self.outcome is not None else "error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +251,7 @@ class Settled:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
+class AttemptRow:
     n: int
     at: float
     outcome: str
@@ -256,7 +269,7 @@ class DeadLetter:
     error: str | None
     attempts: int
     died_at: float
-    history: Sequence[Attempt] = ()
+    history: Sequence[AttemptRow] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,111 +301,3 @@ class JobStats:
         """Retries per finished fetched request (0 when every request took one attempt)."""
         fetched = sum(self.attempts_histogram.values())
         return self.retry_depth_sum / fetched if fetched else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class DomainState:
-    """A domain's politeness as the store holds it: configured limits and adaptive pacing."""
-
-    domain: str
-    max_in_flight: int
-    min_delay: float
-    in_flight: int
-    next_at: float
-    pacing: PacingState
-
-
-class Frontier(Protocol):
-    """The queue store. Every method is batched: none takes one row where it could take many."""
-
-    async def open(self) -> None: ...
-    async def close(self) -> None: ...
-
-    async def submit_job(self, spec: JobSpec) -> Job:
-        """Create the job, or update its spider and settings if it exists (state unchanged)."""
-        ...
-
-    async def get_job(self, name: str) -> Job | None: ...
-    async def list_jobs(self) -> list[Job]: ...
-    async def set_job_state(self, name: str, state: JobState) -> None: ...
-
-    async def enqueue(self, job: str, requests: Sequence[NewRequest]) -> int:
-        """Add requests not seen before in this job; returns how many were new."""
-        ...
-
-    async def lease(
-        self, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None = None
-    ) -> list[Lease]:
-        """Lease up to ``limit`` ready requests of running jobs (all, or those named)."""
-        ...
-
-    async def heartbeat(self, leases: Sequence[LeaseRef], ttl: float) -> set[int]:
-        """Extend leases still held; returns their ids (missing ids were lost)."""
-        ...
-
-    async def complete(self, items: Sequence[Completion]) -> set[int]:
-        """Finish leases with their records and discovered links; returns the accepted ids."""
-        ...
-
-    async def fail(self, items: Sequence[Failure]) -> set[int]:
-        """Record failed attempts: retry later or dead; returns the accepted ids."""
-        ...
-
-    async def release(self, leases: Sequence[LeaseRef]) -> set[int]:
-        """Give leases back untried (graceful stop): queued again, attempt not counted."""
-        ...
-
-    async def report(
-        self,
-        worker: str,
-        done: Sequence[Completion] = (),
-        failed: Sequence[Failure] = (),
-        *,
-        lease: int = 0,
-        ttl: float = 60.0,
-        jobs: Sequence[str] | None = None,
-    ) -> Settled:
-        """``complete(done)``, ``fail(failed)`` and ``lease(worker, lease, ttl, jobs)`` in one
-        transaction: the slots the finished requests free, and the links they discovered, can be
-        leased again at once (no timer between the hops of a chain of pages)."""
-        ...
-
-    async def wait_for_work(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for another worker's change that may make work
-        leasable (new requests, freed slots, resumed jobs); returns whether one came. A hint:
-        a lease may still find nothing."""
-        ...
-
-    async def rescue_expired(self) -> int:
-        """Return expired leases to the queue (or dead(worker_lost)); returns how many."""
-        ...
-
-    async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None: ...
-
-    async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
-        """The domain's robots.txt ``Crawl-delay``: its delay floor (capped), None to lift it."""
-        ...
-
-    async def domain_state(self, domain: str) -> DomainState | None:
-        """The domain's limits and pacing as held in the store (None: not seen yet)."""
-        ...
-
-    async def stats(self, job: str) -> JobStats: ...
-
-    async def is_finished(self, job: str) -> bool: ...
-
-    def iter_records(self, job: str) -> AsyncIterator[RecordRow]: ...
-
-    def iter_quarantine(self, job: str) -> AsyncIterator[QuarantineRow]: ...
-
-    async def dead_letters(
-        self, job: str | None = None, reason: DeadReason | None = None, limit: int = 1000
-    ) -> list[DeadLetter]: ...
-
-    async def dead_letter(self, request_id: int) -> DeadLetter | None: ...
-
-    async def replay_dead(
-        self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()
-    ) -> int:
-        """Put dead requests back in the queue with fresh attempts; returns how many."""
-        ...

@@ -1,0 +1,192 @@
+"""The store's ports: what callers need of a queue store, split by need.
+
+* :class:`Queue` — the workers' verbs: ``enqueue / lease / heartbeat / complete / fail / release
+  / report`` and ``wait_for_work``;
+* :class:`Jobs` — jobs and their state (``submit``, ``pause``, ``resume``, ``cancel``);
+* :class:`Pacing` — per-lane limits and pacing as the store holds them;
+* :class:`Insights` — read-only views for the commands, export and the dashboard: stats,
+  records, quarantine, dead letters.
+
+:class:`Frontier` is all of them: each backend (SQLite, PostgreSQL) implements it, and
+``crawlfleet.frontier.open_frontier`` picks one from a queue URL. Callers take the narrowest port
+they need.
+
+
+Rules every backend keeps (the contract suite in ``tests/contract`` checks each one):
+
+* ``enqueue`` is idempotent on ``(job, fingerprint)``: the store's unique key is the final arbiter.
+* ``lease`` hands out each queued request to one holder at a time, with a fresh fencing ``token``
+  and an expiry; it counts an attempt. It honours per-domain limits held in the store (most requests
+  in flight, least delay between request starts), so politeness holds across every worker.
+* ``complete`` / ``fail`` / ``heartbeat`` / ``release`` act only when the token still matches; a
+  holder whose lease expired and was taken over is refused (fencing) and nothing it sent is written.
+* An expired lease goes back to ``queued`` (the attempt stays counted) or, when attempts are
+  exhausted, to ``dead(worker_lost)``.
+* A job is finished when none of its requests is queued (ready or waiting for a retry) or leased.
+* Pacing is adaptive and held in the store: ``complete`` and ``fail`` apply
+  :func:`crawlfleet.policy.pacing.update` to the domain of every item, in the same transaction
+  (push-back slows the domain and teaches it a ceiling, ``Retry-After`` and the host circuit set
+  ``blocked_until``); ``lease`` hands out at most the domain's current concurrency and spaces
+  starts by its current delay, never below its robots.txt Crawl-delay (``set_crawl_delay``).
+* Every failed attempt, lease expiry and trap is a row of the request's history (``dead_letter``).
+  A failure with ``count_attempt=False`` (robots.txt unreachable: the host, not the request, is
+  not ready) is retried later without using up an attempt.
+* Trap guards end as ``dead(trap)`` rows, never silent drops: links the worker found to be traps
+  (``NewRequest.trap``), and new requests over the job's per-host or per-URL-pattern budget,
+  counted in the store at enqueue time so the budgets hold across the whole fleet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from crawlfleet.model import (
+    Completion,
+    DeadLetter,
+    DeadReason,
+    DomainLimits,
+    Failure,
+    Job,
+    JobSpec,
+    JobState,
+    JobStats,
+    Lease,
+    LeaseRef,
+    NewRequest,
+    QuarantineRow,
+    RecordRow,
+    Settled,
+)
+from crawlfleet.policy.pacing import PacingState
+
+__all__ = ["DomainState", "Frontier", "Insights", "Jobs", "Pacing", "Queue"]
+
+
+@dataclass(frozen=True, slots=True)
+class DomainState:
+    """A domain's politeness as the store holds it: configured limits and adaptive pacing."""
+
+    domain: str
+    max_in_flight: int
+    min_delay: float
+    in_flight: int
+    next_at: float
+    pacing: PacingState
+
+
+class Queue(Protocol):
+    """The workers' verbs. Every method is batched: none takes one row where it could take many."""
+
+    async def enqueue(self, job: str, requests: Sequence[NewRequest]) -> int:
+        """Add requests not seen before in this job; returns how many were new."""
+        ...
+
+    async def lease(
+        self, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None = None
+    ) -> list[Lease]:
+        """Lease up to ``limit`` ready requests of running jobs (all, or those named)."""
+        ...
+
+    async def heartbeat(self, leases: Sequence[LeaseRef], ttl: float) -> set[int]:
+        """Extend leases still held; returns their ids (missing ids were lost)."""
+        ...
+
+    async def complete(self, items: Sequence[Completion]) -> set[int]:
+        """Finish leases with their records and discovered links; returns the accepted ids."""
+        ...
+
+    async def fail(self, items: Sequence[Failure]) -> set[int]:
+        """Record failed attempts: retry later or dead; returns the accepted ids."""
+        ...
+
+    async def release(self, leases: Sequence[LeaseRef]) -> set[int]:
+        """Give leases back untried (graceful stop): queued again, attempt not counted."""
+        ...
+
+    async def report(
+        self,
+        worker: str,
+        done: Sequence[Completion] = (),
+        failed: Sequence[Failure] = (),
+        *,
+        lease: int = 0,
+        ttl: float = 60.0,
+        jobs: Sequence[str] | None = None,
+    ) -> Settled:
+        """``complete(done)``, ``fail(failed)`` and ``lease(worker, lease, ttl, jobs)`` in one
+        transaction: the slots the finished requests free, and the links they discovered, can be
+        leased again at once (no timer between the hops of a chain of pages)."""
+        ...
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for another worker's change that may make work
+        leasable (new requests, freed slots, resumed jobs); returns whether one came. A hint:
+        a lease may still find nothing."""
+        ...
+
+    async def rescue_expired(self) -> int:
+        """Return expired leases to the queue (or dead(worker_lost)); returns how many."""
+        ...
+
+
+class Jobs(Protocol):
+    """Crawl jobs: what exists, and whether workers lease it."""
+
+    async def submit_job(self, spec: JobSpec) -> Job:
+        """Create the job, or update its spider and settings if it exists (state unchanged)."""
+        ...
+
+    async def get_job(self, name: str) -> Job | None: ...
+    async def list_jobs(self) -> list[Job]: ...
+    async def set_job_state(self, name: str, state: JobState) -> None: ...
+
+    async def is_finished(self, job: str) -> bool: ...
+
+
+class Pacing(Protocol):
+    """Per-lane (today: per-domain) politeness as the store holds it, fleet-wide."""
+
+    async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None: ...
+
+    async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
+        """The domain's robots.txt ``Crawl-delay``: its delay floor (capped), None to lift it."""
+        ...
+
+    async def domain_state(self, domain: str) -> DomainState | None:
+        """The domain's limits and pacing as held in the store (None: not seen yet)."""
+        ...
+
+
+class Insights(Protocol):
+    """Read-only views of the store: the commands, export and the dashboard read these."""
+
+    async def list_jobs(self) -> list[Job]: ...
+    async def get_job(self, name: str) -> Job | None: ...
+    async def stats(self, job: str) -> JobStats: ...
+
+    async def is_finished(self, job: str) -> bool: ...
+
+    def iter_records(self, job: str) -> AsyncIterator[RecordRow]: ...
+
+    def iter_quarantine(self, job: str) -> AsyncIterator[QuarantineRow]: ...
+
+    async def dead_letters(
+        self, job: str | None = None, reason: DeadReason | None = None, limit: int = 1000
+    ) -> list[DeadLetter]: ...
+
+    async def dead_letter(self, request_id: int) -> DeadLetter | None: ...
+
+
+class Frontier(Queue, Jobs, Pacing, Insights, Protocol):
+    """A whole queue store: every port. Backends implement it; callers take what they need."""
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+
+    async def replay_dead(
+        self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()
+    ) -> int:
+        """Put dead requests back in the queue with fresh attempts; returns how many."""
+        ...
