@@ -1,4 +1,4 @@
-"""Requests/s and client CPU per request of HttpFetcher on loopback keep-alive GETs.
+"""Requests/s and client CPU per request of HttpClient on loopback keep-alive GETs.
 
 The server is a minimal raw-asyncio HTTP/1.1 server in a subprocess (so its CPU is not counted),
 answering every GET with a fixed body. The same load is also run through a bare aiohttp session
@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import aiohttp
 
-from crawlfleet.fetch import FetchSettings, HttpFetcher
+from crawlfleet.fetch import FetchSettings, HttpClient
 
 try:
     import uvloop
@@ -94,12 +94,12 @@ async def bench(url: str, args: argparse.Namespace) -> None:
     settings = FetchSettings(
         concurrency=args.concurrency, private_ok_hosts=frozenset({"127.0.0.1"})
     )
-    async with HttpFetcher(settings) as fetcher:
+    async with HttpClient(settings) as fetcher:
 
         async def ours() -> int:
             return len((await fetcher.fetch(url)).body)
 
-        await measure("HttpFetcher", ours, args.requests, args.concurrency)
+        await measure("HttpClient", ours, args.requests, args.concurrency)
 
     connector = aiohttp.TCPConnector(limit=args.concurrency)
     async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:

@@ -53,6 +53,10 @@ class LeaseLost(StoreError):
     """The lease's fencing token no longer matches: another worker owns the request now."""
 
 
+class ParseError(CrawlfleetError):
+    """The spider's callback raised: a bug to fix, then replay (not worth an automatic retry)."""
+
+
 class FetchError(CrawlfleetError):
     """A fetch failed; ``kind`` is a short stable name used in metrics and dead letters."""
 
@@ -121,3 +125,15 @@ class UnsupportedScheme(PermanentFetchError):
 
 class InvalidURL(PermanentFetchError):
     kind = "invalid_url"
+
+
+class RobotsDisallowed(PermanentFetchError):
+    """robots.txt disallows the URL (checked on every redirect hop too)."""
+
+    kind = "robots"
+
+
+class RobotsUnreachable(RetryableFetchError):
+    """The robots.txt of a redirect's target host cannot be read now: try the request later."""
+
+    kind = "robots_unreachable"

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
 from crawlfleet.data.warc import Capture
+from crawlfleet.errors import ParseError
 from crawlfleet.model import (
     Job,
     NewRequest,
@@ -37,10 +38,6 @@ from crawlfleet.urls import LinkCanonicalizer, canonicalize, fingerprint, host_o
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
-
-
-class ParseError(Exception):
-    """The spider's callback raised: a bug to fix, then replay (not worth an automatic retry)."""
 
 
 @dataclass(slots=True)
@@ -173,7 +170,7 @@ class JobRuntime:
             meta=req.meta or None,
             method=req.method,
             body=req.body,
-            fetcher=req.fetcher,
+            fetcher=req.fetcher or self.spider_cls.fetcher,
             max_attempts=req.max_attempts,
             trap=trap,
         )

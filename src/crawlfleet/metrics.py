@@ -1,8 +1,14 @@
-"""Every metric crawlfleet exports, defined in one place. Labels stay bounded: no URL labels."""
+"""Every metric crawlfleet exports, defined in one place. Labels stay bounded: no URL labels.
+
+Metrics are an observer of the worker's event stream (:func:`observe`, subscribed to
+:class:`crawlfleet.events.EventBus`): nothing in the attempt pipeline counts anything itself.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from crawlfleet.events import AttemptEvent, Event, Leased, LeasesLost
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -19,6 +25,10 @@ RECORDS = Counter("crawlfleet_records", "Valid records produced", registry=REGIS
 QUARANTINED = Counter("crawlfleet_quarantined", "Records that failed validation", registry=REGISTRY)
 RETRIES = Counter("crawlfleet_retries", "Attempts scheduled for a retry", registry=REGISTRY)
 DEAD = Counter("crawlfleet_dead", "Requests given up", ["reason"], registry=REGISTRY)
+GONE = Counter("crawlfleet_gone", "Final answers (404, 410, ...): done, no data", registry=REGISTRY)
+DUPLICATES = Counter(
+    "crawlfleet_duplicate_content", "Pages whose bytes were archived before", registry=REGISTRY
+)
 TRAPS = Counter("crawlfleet_traps", "Links refused by trap guards", registry=REGISTRY)
 FENCED = Counter(
     "crawlfleet_fenced", "Reports refused because the lease was lost", registry=REGISTRY
@@ -26,3 +36,34 @@ FENCED = Counter(
 ROBOTS_FILTERED = Counter(
     "crawlfleet_robots_filtered", "Discovered links dropped as robots-disallowed", registry=REGISTRY
 )
+
+
+def observe(event: Event) -> None:
+    """Fold one event into the metrics (an :class:`~crawlfleet.events.Observer`)."""
+    if isinstance(event, AttemptEvent):
+        _attempt(event)
+    elif isinstance(event, Leased):
+        LEASED.inc(event.count)
+    elif isinstance(event, LeasesLost):
+        FENCED.inc(event.count)
+
+
+def _attempt(e: AttemptEvent) -> None:
+    if e.outcome is None:
+        return  # given back unfetched: nothing happened to count
+    FETCHES.labels(e.outcome.value).inc()
+    if e.latency is not None:
+        FETCH_DURATION.observe(e.latency)
+    BYTES.inc(e.nbytes)
+    RECORDS.inc(e.records)
+    QUARANTINED.inc(e.quarantined)
+    TRAPS.inc(e.traps)
+    ROBOTS_FILTERED.inc(e.robots_dropped)
+    if e.duplicate:
+        DUPLICATES.inc()
+    if e.gone:
+        GONE.inc()
+    if e.retry:
+        RETRIES.inc()
+    if e.dead_reason is not None:
+        DEAD.labels(e.dead_reason.value).inc()

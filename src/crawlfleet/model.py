@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "KINDS",
     "AttemptRow",
     "Completion",
     "DeadLetter",
@@ -41,10 +42,21 @@ __all__ = [
 ]
 
 
+#: fetcher kinds a worker can run (``worker --kind``); a request's ``fetcher`` of ``auto`` (or
+#: none) starts as ``http``
+KINDS = ("http", "browser")
+
+
+def kind_of(fetcher: str | None) -> str:
+    """The worker kind that runs a request of fetcher ``fetcher`` (None and ``auto``: http)."""
+    return "browser" if fetcher == "browser" else "http"
+
+
 class Outcome(StrEnum):
     """The verdict on one attempt; stable names, used in metrics and attempt history."""
 
     OK = "ok"
+    GONE = "gone"  # a final answer (404, 410, ...): done with its status, nothing to parse
     BLOCKED = "blocked"
     RETRYABLE_ERROR = "retryable_error"
     PERMANENT_ERROR = "permanent_error"

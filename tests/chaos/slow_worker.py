@@ -25,14 +25,14 @@ def _install() -> None:
     mark = os.environ.get("CHAOS_SLOW_MARK")
     delay = float(os.environ.get("CHAOS_SLOW_DELAY", "0"))
     if mark:
-        fetch = http.HttpFetcher.fetch
+        fetch = http.HttpClient.fetch
 
-        async def slow_fetch(self: http.HttpFetcher, url: str, **kw: Any) -> http.FetchResult:
+        async def slow_fetch(self: http.HttpClient, url: str, **kw: Any) -> http.FetchResult:
             if mark in url:
                 await asyncio.sleep(delay)
             return await fetch(self, url, **kw)
 
-        http.HttpFetcher.fetch = slow_fetch  # type: ignore[method-assign]
+        http.HttpClient.fetch = slow_fetch  # type: ignore[method-assign]
     grace = os.environ.get("CHAOS_GRACE")
     if grace:
         init = worker.Worker.__init__

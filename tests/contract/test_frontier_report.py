@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from tests.conftest import FakeClock
 from tests.contract.test_frontier import TTL, job, req, urls
 
+from crawlfleet.frontier.common import fair_share
 from crawlfleet.frontier.ports import Frontier
 from crawlfleet.model import Completion, DomainLimits, Failure
 from crawlfleet.policy.classify import Outcome
@@ -146,3 +148,42 @@ async def test_report__a_retryable_failure_frees_its_slot_for_the_next_request(
     settled = await frontier.report("A", failed=[failure], lease=5, ttl=TTL)
     assert settled.failed == {first.id}
     assert [x.url for x in settled.leases] == [r.url for r in urls(2) if r.url != first.url]
+
+
+@pytest.mark.parametrize(("limit", "sharers"), [(1, 2), (2, 3), (5, 2), (8, 3), (8, 1)])
+async def test_fair_share__both_backends_hand_out_what_fair_share_says(
+    frontier: Frontier, limit: int, sharers: int
+) -> None:
+    """The share rule is Python on SQLite and SQL on PostgreSQL: both must equal fair_share."""
+    await job(frontier, "j", limits=DomainLimits(max_in_flight=limit))
+    await job(frontier, "k")
+    await frontier.enqueue("j", urls(20, "a.test"))
+    await frontier.enqueue("k", urls(sharers, "b.test"))
+    for n in range(1, sharers):  # other workers leasing lately (of another job)
+        assert len(await frontier.lease(f"W{n}", 1, TTL, jobs=["k"])) == 1
+    got = await frontier.lease("A", 100, TTL, jobs=["j"])
+    assert len(got) == min(limit, fair_share(limit, sharers, 0))
+    again = await frontier.lease("A", 100, TTL, jobs=["j"])
+    assert len(again) == max(0, min(limit - len(got), fair_share(limit, sharers, len(got))))
+
+
+async def test_lease__a_worker_gets_only_requests_of_its_fetcher_kinds(
+    frontier: Frontier,
+) -> None:
+    await job(frontier)
+    await frontier.enqueue(
+        "j",
+        [
+            req("http://a.test/plain"),
+            req("http://a.test/auto", fetcher="auto"),
+            req("http://a.test/js", fetcher="browser"),
+            req("http://a.test/default", fetcher="http"),
+        ],
+    )
+    http = await frontier.lease("H", 10, TTL, kinds=["http"])
+    assert sorted(x.url.rsplit("/", 1)[1] for x in http) == ["auto", "default", "plain"]
+    settled = await frontier.report("H", [Completion(http[0].ref, 200)], lease=10, kinds=["http"])
+    assert settled.leases == []
+    browser = await frontier.lease("B", 10, TTL, kinds=["browser"])
+    assert [x.url for x in browser] == ["http://a.test/js"]
+    assert browser[0].fetcher == "browser"

@@ -1,4 +1,4 @@
-"""HttpFetcher against the hostile site over real sockets (H1-H3, H6, H8)."""
+"""HttpClient against the hostile site over real sockets (H1-H3, H6, H8)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from crawlfleet.errors import (
     TooManyRedirects,
     UnsupportedScheme,
 )
-from crawlfleet.fetch import FetchSettings, HttpFetcher
+from crawlfleet.fetch import FetchSettings, HttpClient
 
 __all__ = ["hostile_site"]  # the imported fixture is used by name
 
@@ -33,12 +33,12 @@ def settings(**overrides: object) -> FetchSettings:
 
 
 @pytest.fixture
-async def fetcher() -> AsyncIterator[HttpFetcher]:
-    async with HttpFetcher(settings()) as f:
+async def fetcher() -> AsyncIterator[HttpClient]:
+    async with HttpClient(settings()) as f:
         yield f
 
 
-async def test_normal_page(hostile_site: HostileSite, fetcher: HttpFetcher) -> None:
+async def test_normal_page(hostile_site: HostileSite, fetcher: HttpClient) -> None:
     result = await fetcher.fetch(hostile_site.url("/page?size=4321"))
     assert result.status == 200
     assert result.body == page_bytes(4321)
@@ -54,14 +54,14 @@ async def test_normal_page(hostile_site: HostileSite, fetcher: HttpFetcher) -> N
     assert "zstd" in sent["Accept-Encoding"]
 
 
-async def test_non_2xx_is_a_result(hostile_site: HostileSite, fetcher: HttpFetcher) -> None:
+async def test_non_2xx_is_a_result(hostile_site: HostileSite, fetcher: HttpClient) -> None:
     result = await fetcher.fetch(hostile_site.url("/nowhere"))
     assert result.status == 404
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "rawdeflate", "br", "zstd"])
 async def test_encoded_pages_are_decoded(
-    hostile_site: HostileSite, fetcher: HttpFetcher, encoding: str
+    hostile_site: HostileSite, fetcher: HttpClient, encoding: str
 ) -> None:
     result = await fetcher.fetch(hostile_site.url(f"/encoded/{encoding}?size=200000"))
     assert result.body == page_bytes(200_000)
@@ -73,7 +73,7 @@ async def test_encoded_pages_are_decoded(
 
 @pytest.mark.parametrize("path", ["/page", "/chunked", "/encoded/gzip", "/encoded/zstd"])
 async def test_exactly_max_passes_and_one_more_fails(
-    hostile_site: HostileSite, fetcher: HttpFetcher, path: str
+    hostile_site: HostileSite, fetcher: HttpClient, path: str
 ) -> None:
     result = await fetcher.fetch(hostile_site.url(f"{path}?size={CAP}"))
     assert result.body == page_bytes(CAP)
@@ -82,7 +82,7 @@ async def test_exactly_max_passes_and_one_more_fails(
 
 
 async def test_content_length_over_cap_is_refused_before_reading(
-    hostile_site: HostileSite, fetcher: HttpFetcher
+    hostile_site: HostileSite, fetcher: HttpClient
 ) -> None:
     with pytest.raises(BodyTooLarge) as info:
         await fetcher.fetch(hostile_site.url("/lying-length"))
@@ -90,14 +90,14 @@ async def test_content_length_over_cap_is_refused_before_reading(
 
 
 async def test_chunked_body_over_cap_is_aborted(
-    hostile_site: HostileSite, fetcher: HttpFetcher
+    hostile_site: HostileSite, fetcher: HttpClient
 ) -> None:
     with pytest.raises(BodyTooLarge) as info:
         await fetcher.fetch(hostile_site.url(f"/chunked?size={5 * CAP}"))
     assert CAP < info.value.seen <= 1.1 * CAP
 
 
-async def test_per_call_cap_and_truncation(hostile_site: HostileSite, fetcher: HttpFetcher) -> None:
+async def test_per_call_cap_and_truncation(hostile_site: HostileSite, fetcher: HttpClient) -> None:
     with pytest.raises(TooLarge):
         await fetcher.fetch(hostile_site.url("/page?size=5000"), max_body=4999)
     result = await fetcher.fetch(hostile_site.url("/page?size=5000"), max_body=3000, truncate=True)
@@ -106,14 +106,14 @@ async def test_per_call_cap_and_truncation(hostile_site: HostileSite, fetcher: H
 
 
 async def test_oversized_header_line(hostile_site: HostileSite) -> None:
-    async with HttpFetcher(settings(max_header_bytes=16 * 1024)) as fetcher:
+    async with HttpClient(settings(max_header_bytes=16 * 1024)) as fetcher:
         assert (await fetcher.fetch(hostile_site.url("/big-header?size=8000"))).status == 200
         with pytest.raises(TooLarge):
             await fetcher.fetch(hostile_site.url("/big-header?size=20000"))
 
 
 async def test_many_small_headers_over_the_total(
-    hostile_site: HostileSite, fetcher: HttpFetcher
+    hostile_site: HostileSite, fetcher: HttpClient
 ) -> None:
     assert (await fetcher.fetch(hostile_site.url("/many-headers?count=100"))).status == 200
     with pytest.raises(TooLarge):
@@ -125,7 +125,7 @@ async def test_many_small_headers_over_the_total(
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "rawdeflate", "br", "zstd"])
 async def test_bombs_stop_early(
-    hostile_site: HostileSite, fetcher: HttpFetcher, encoding: str
+    hostile_site: HostileSite, fetcher: HttpClient, encoding: str
 ) -> None:
     with pytest.raises(BodyTooLarge) as info:
         await fetcher.fetch(hostile_site.url(f"/bomb/{encoding}"))
@@ -135,7 +135,7 @@ async def test_bombs_stop_early(
 # H3: redirects
 
 
-async def test_redirect_chain_within_limit(hostile_site: HostileSite, fetcher: HttpFetcher) -> None:
+async def test_redirect_chain_within_limit(hostile_site: HostileSite, fetcher: HttpClient) -> None:
     result = await fetcher.fetch(hostile_site.url("/redirect/20"))
     assert result.body == b"arrived"
     assert result.url == hostile_site.url("/redirect/0")
@@ -143,13 +143,13 @@ async def test_redirect_chain_within_limit(hostile_site: HostileSite, fetcher: H
     assert result.redirects[0] == hostile_site.url("/redirect/20")
 
 
-async def test_redirect_chain_over_limit(hostile_site: HostileSite, fetcher: HttpFetcher) -> None:
+async def test_redirect_chain_over_limit(hostile_site: HostileSite, fetcher: HttpClient) -> None:
     with pytest.raises(TooManyRedirects):
         await fetcher.fetch(hostile_site.url("/redirect/21"))
     assert hostile_site.hits["/redirect/0"] == 0
 
 
-async def test_redirect_loop(hostile_site: HostileSite, fetcher: HttpFetcher) -> None:
+async def test_redirect_loop(hostile_site: HostileSite, fetcher: HttpClient) -> None:
     with pytest.raises(TooManyRedirects):
         await fetcher.fetch(hostile_site.url("/loop/a"))
     assert hostile_site.hits["/loop/a"] == 1  # caught on the revisit, not after 20 hops
@@ -161,7 +161,7 @@ def redirect(site: HostileSite, target: str, status: int = 302, host: str | None
     return site.url(f"/redirect-to?status={status}&url={quote(target, safe='')}", host=host)
 
 
-async def echoed(fetcher: HttpFetcher, url: str, **kwargs: object) -> dict[str, object]:
+async def echoed(fetcher: HttpClient, url: str, **kwargs: object) -> dict[str, object]:
     result = await fetcher.fetch(url, **kwargs)  # type: ignore[arg-type]
     data: dict[str, object] = json.loads(result.body)
     data["headers"] = {k.lower(): v for k, v in data["headers"]}  # type: ignore[attr-defined]
@@ -172,7 +172,7 @@ SECRETS = {"Authorization": "Bearer s3cret", "Cookie": "session=s3cret", "X-Keep
 
 
 async def test_cross_origin_redirect_drops_credentials(
-    hostile_site: HostileSite, fetcher: HttpFetcher
+    hostile_site: HostileSite, fetcher: HttpClient
 ) -> None:
     # 127.0.0.1:P and localhost:P are different origins on the same server.
     url = redirect(hostile_site, hostile_site.url("/echo", host="localhost"))
@@ -185,7 +185,7 @@ async def test_cross_origin_redirect_drops_credentials(
 
 
 async def test_same_origin_redirect_keeps_credentials(
-    hostile_site: HostileSite, fetcher: HttpFetcher
+    hostile_site: HostileSite, fetcher: HttpClient
 ) -> None:
     data = await echoed(fetcher, redirect(hostile_site, "/echo"), headers=SECRETS)
     headers = data["headers"]
@@ -205,7 +205,7 @@ async def test_same_origin_redirect_keeps_credentials(
     ],
 )
 async def test_redirect_method_rewriting(
-    hostile_site: HostileSite, fetcher: HttpFetcher, status: int, method: str, body: str
+    hostile_site: HostileSite, fetcher: HttpClient, status: int, method: str, body: str
 ) -> None:
     url = redirect(hostile_site, "/echo", status=status)
     data = await echoed(
@@ -215,14 +215,14 @@ async def test_redirect_method_rewriting(
 
 
 async def test_redirect_to_other_scheme_is_refused(
-    hostile_site: HostileSite, fetcher: HttpFetcher
+    hostile_site: HostileSite, fetcher: HttpClient
 ) -> None:
     with pytest.raises(UnsupportedScheme):
         await fetcher.fetch(redirect(hostile_site, "file:///etc/passwd"))
 
 
 async def test_unparseable_redirect_is_invalid_url(
-    hostile_site: HostileSite, fetcher: HttpFetcher
+    hostile_site: HostileSite, fetcher: HttpClient
 ) -> None:
     with pytest.raises(InvalidURL):
         await fetcher.fetch(redirect(hostile_site, "http://[::1"))
@@ -232,20 +232,20 @@ async def test_unparseable_redirect_is_invalid_url(
 
 
 async def test_trickle_hits_the_total_deadline(hostile_site: HostileSite) -> None:
-    async with HttpFetcher(settings(timeout=0.7)) as fetcher:
+    async with HttpClient(settings(timeout=0.7)) as fetcher:
         with pytest.raises(FetchTimeout):
             await fetcher.fetch(hostile_site.url("/trickle?size=100&delay=0.2"))
 
 
 @pytest.mark.parametrize("path", ["/cut", "/broken-chunked", "/truncated-chunked"])
 async def test_broken_responses_are_data_loss(
-    hostile_site: HostileSite, fetcher: HttpFetcher, path: str
+    hostile_site: HostileSite, fetcher: HttpClient, path: str
 ) -> None:
     with pytest.raises(DataLoss):
         await fetcher.fetch(hostile_site.url(path))
 
 
-async def test_connection_refused_is_connect_error(fetcher: HttpFetcher) -> None:
+async def test_connection_refused_is_connect_error(fetcher: HttpClient) -> None:
     from crawlfleet.errors import ConnectError
 
     with pytest.raises(ConnectError):
@@ -256,7 +256,7 @@ async def test_connection_refused_is_connect_error(fetcher: HttpFetcher) -> None
 
 
 async def test_loopback_refused_by_default(hostile_site: HostileSite) -> None:
-    async with HttpFetcher(settings(private_ok_hosts=frozenset())) as fetcher:
+    async with HttpClient(settings(private_ok_hosts=frozenset())) as fetcher:
         for host in ("localhost", "127.0.0.1"):
             with pytest.raises(AddressRefused):
                 await fetcher.fetch(hostile_site.url("/page", host=host))
@@ -264,14 +264,14 @@ async def test_loopback_refused_by_default(hostile_site: HostileSite) -> None:
 
 
 async def test_only_listed_hosts_may_be_loopback(hostile_site: HostileSite) -> None:
-    async with HttpFetcher(settings(private_ok_hosts=frozenset({"localhost"}))) as fetcher:
+    async with HttpClient(settings(private_ok_hosts=frozenset({"localhost"}))) as fetcher:
         assert (await fetcher.fetch(hostile_site.url("/page", host="localhost"))).status == 200
         with pytest.raises(AddressRefused):
             await fetcher.fetch(hostile_site.url("/page", host="127.0.0.1"))
 
 
 async def test_allow_private_addresses(hostile_site: HostileSite) -> None:
-    async with HttpFetcher(
+    async with HttpClient(
         settings(private_ok_hosts=frozenset(), allow_private_addresses=True)
     ) as f:
         assert (await f.fetch(hostile_site.url("/page", host="localhost"))).status == 200
@@ -279,7 +279,7 @@ async def test_allow_private_addresses(hostile_site: HostileSite) -> None:
 
 async def test_redirect_to_loopback_name_is_refused(hostile_site: HostileSite) -> None:
     # The start host (127.0.0.1) may be loopback; a redirect to another name for it may not.
-    async with HttpFetcher(settings(private_ok_hosts=frozenset({"127.0.0.1"}))) as fetcher:
+    async with HttpClient(settings(private_ok_hosts=frozenset({"127.0.0.1"}))) as fetcher:
         with pytest.raises(AddressRefused):
             await fetcher.fetch(redirect(hostile_site, hostile_site.url("/echo", host="localhost")))
     assert hostile_site.hits["/echo"] == 0
@@ -298,18 +298,18 @@ async def test_redirect_to_loopback_name_is_refused(hostile_site: HostileSite) -
 async def test_redirect_to_private_literal_is_refused(
     hostile_site: HostileSite, target: str
 ) -> None:
-    async with HttpFetcher(settings(private_ok_hosts=frozenset({"localhost"}))) as fetcher:
+    async with HttpClient(settings(private_ok_hosts=frozenset({"localhost"}))) as fetcher:
         with pytest.raises(AddressRefused):
             await fetcher.fetch(redirect(hostile_site, target, host="localhost"))
 
 
-async def test_non_http_scheme(fetcher: HttpFetcher) -> None:
+async def test_non_http_scheme(fetcher: HttpClient) -> None:
     with pytest.raises(UnsupportedScheme):
         await fetcher.fetch("ftp://example.com/file")
 
 
 async def test_keep_alive_reuses_connections(
-    hostile_site: HostileSite, fetcher: HttpFetcher
+    hostile_site: HostileSite, fetcher: HttpClient
 ) -> None:
     for _ in range(20):
         await fetcher.fetch(hostile_site.url("/page?size=45000"))
@@ -324,7 +324,7 @@ async def test_keep_alive_reuses_connections(
 async def test_proxy_on_loopback_is_allowed(hostile_site: HostileSite) -> None:
     # The proxy is the user's own configuration; the hostile site answers absolute-form
     # requests like a forward proxy would. The target name is resolved by the proxy.
-    async with HttpFetcher(settings(private_ok_hosts=frozenset())) as fetcher:
+    async with HttpClient(settings(private_ok_hosts=frozenset())) as fetcher:
         result = await fetcher.fetch("http://shop.example/echo", proxy=hostile_site.base_url)
     assert json.loads(result.body)["method"] == "GET"
     assert hostile_site.hits["/echo"] == 1

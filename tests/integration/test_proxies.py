@@ -1,4 +1,4 @@
-"""HttpFetcher through real proxies (tinyproxy, microsocks) to real servers on loopback.
+"""HttpClient through real proxies (tinyproxy, microsocks) to real servers on loopback.
 
 Every proxy leaves from its own source address (127.0.0.2, ...), so the servers tell routes
 apart by client address. One HTTP and one SOCKS proxy require a password.
@@ -24,7 +24,7 @@ from crawlfleet.data.warc import WarcWriter
 from crawlfleet.demo.catalog import Catalog
 from crawlfleet.demo.server import start_demo_server
 from crawlfleet.errors import AddressRefused, FetchError, ProxyError
-from crawlfleet.fetch import FetchResult, FetchSettings, HttpFetcher
+from crawlfleet.fetch import FetchResult, FetchSettings, HttpClient
 from crawlfleet.routes.pools import parse_routes
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost"})
@@ -105,7 +105,7 @@ async def tls_echo(ca: LocalCA) -> AsyncIterator[Echo]:
 async def test_the_shop_sees_each_proxy_by_its_source_address(fleet: ProxyFleet) -> None:
     base, runner = await start_demo_server(Catalog())
     try:
-        async with HttpFetcher(settings()) as fetcher:
+        async with HttpClient(settings()) as fetcher:
             for proxy in fleet.all:
                 for _ in range(3):
                     result = await fetcher.fetch(base + "/", proxy=proxy.url)
@@ -129,7 +129,7 @@ async def test_https_through_connect_and_socks5(
     fleet: ProxyFleet, tls_echo: Echo, ca: LocalCA, index: int
 ) -> None:
     proxy = fleet.all[index]
-    async with HttpFetcher(settings(ca_file=str(ca.ca_file))) as fetcher:
+    async with HttpClient(settings(ca_file=str(ca.ca_file))) as fetcher:
         result = await fetcher.fetch(tls_echo.base + "/secure", proxy=proxy.url)
     seen = json.loads(result.body)
     assert result.status == 200 and seen["path"] == "/secure"
@@ -140,7 +140,7 @@ async def test_https_through_connect_and_socks5(
 async def test_tls_to_the_origin_is_still_verified_through_a_proxy(
     fleet: ProxyFleet, tls_echo: Echo
 ) -> None:
-    async with HttpFetcher(settings()) as fetcher:  # the test CA is not trusted here
+    async with HttpClient(settings()) as fetcher:  # the test CA is not trusted here
         for proxy in (fleet.http[1], fleet.socks[1]):
             with pytest.raises(FetchError, match=r"(?i)certificate"):
                 await fetcher.fetch(tls_echo.base + "/", proxy=proxy.url)
@@ -150,7 +150,7 @@ async def test_proxy_credentials_go_to_the_proxy_only(
     fleet: ProxyFleet, echo: Echo, tmp_path: Path
 ) -> None:
     proxy = fleet.http[0]
-    async with HttpFetcher(settings()) as fetcher:
+    async with HttpClient(settings()) as fetcher:
         result = await fetcher.fetch(
             echo.base + "/page",
             proxy=proxy.url,
@@ -200,7 +200,7 @@ async def test_a_wrong_or_missing_password_is_a_proxy_auth_error(
         (http.url.replace(f"route:{http.password}@", ""), echo.base + "/"),  # 407
         (http.url.replace(f"route:{http.password}@", ""), tls_echo.base + "/"),
     ]
-    async with HttpFetcher(settings()) as fetcher:
+    async with HttpClient(settings()) as fetcher:
         for proxy, target in cases:
             with pytest.raises(ProxyError) as info:
                 await fetcher.fetch(target, proxy=proxy)
@@ -222,7 +222,7 @@ async def test_a_killed_proxy_is_a_quick_proxy_error_and_back_once_restarted(
     ):
         proxy.start()
         try:
-            async with HttpFetcher(settings()) as fetcher:
+            async with HttpClient(settings()) as fetcher:
                 assert (await fetcher.fetch(echo.base + "/", proxy=proxy.url)).status == 200
                 proxy.stop()
                 started = time.monotonic()
@@ -240,7 +240,7 @@ async def test_a_killed_proxy_is_a_quick_proxy_error_and_back_once_restarted(
 
 async def test_the_address_guard_still_applies_to_the_target(fleet: ProxyFleet) -> None:
     only_127 = settings(private_ok_hosts=frozenset({"127.0.0.1"}))
-    async with HttpFetcher(only_127) as fetcher:
+    async with HttpClient(only_127) as fetcher:
         for proxy in (fleet.http[1], fleet.socks[1]):
             for target in ("http://10.1.2.3/", "http://localhost:8080/", "http://0x0a.1/"):
                 with pytest.raises(AddressRefused):
@@ -255,7 +255,7 @@ async def test_a_proxy_password_appears_nowhere(
     secrets = [p.password for p in (http, socks) if p.password]
     config = parse_routes({"routes": {"pool": [{"name": "dc", "proxies": [http.url, socks.url]}]}})
     texts = [repr(config), str(config), *(repr(r) for r in config.routes())]
-    async with HttpFetcher(settings()) as fetcher:
+    async with HttpClient(settings()) as fetcher:
         for route in config.routes()[1:]:
             assert route.proxy_url is not None
             result = await fetcher.fetch(echo.base + "/ok", proxy=route.proxy_url)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from tests.sites.hostile import ROBOTS_BIG_LATE_RULE, HostileSite, hostile_site
 
-from crawlfleet.fetch import FetchSettings, HttpFetcher, RobotsCache
+from crawlfleet.fetch import FetchSettings, HttpClient, HttpFetcher, RobotsCache
 
 __all__ = ["hostile_site"]  # the imported fixture is used by name
 
@@ -31,8 +31,8 @@ class Clock:
 @pytest.fixture
 async def fetcher() -> AsyncIterator[HttpFetcher]:
     settings = FetchSettings(timeout=1.0, private_ok_hosts=frozenset({"127.0.0.1"}))
-    async with HttpFetcher(settings) as f:
-        yield f
+    async with HttpClient(settings) as client:
+        yield HttpFetcher(client)
 
 
 @pytest.fixture
@@ -186,3 +186,26 @@ async def test_rules_are_per_host_and_port(robots: RobotsCache) -> None:
     finally:
         await stop_strict()
         await stop_open()
+
+
+async def test_redirect_into_a_disallowed_path__refused_before_it_is_fetched(
+    hostile_site: HostileSite, fetcher: HttpFetcher
+) -> None:
+    """Every redirect hop is checked against robots.txt, not only the first URL."""
+    from crawlfleet.errors import RobotsDisallowed
+    from crawlfleet.fetch import FetchRequest
+    from crawlfleet.fetch.robots import RobotsGate
+
+    class NoPacing:
+        async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
+            pass
+
+    gate = RobotsGate(RobotsCache(fetcher, user_agent=UA), NoPacing(), recheck=60.0)  # type: ignore[arg-type]
+    start = hostile_site.url("/redirect-to?url=/private/secret-page")
+    with pytest.raises(RobotsDisallowed):
+        await fetcher.fetch(FetchRequest(start, check_hop=gate.check_hop))
+    assert hostile_site.hits["/private/secret-page"] == 0
+    allowed = hostile_site.url("/redirect-to?url=/private/open/page")
+    result = await fetcher.fetch(FetchRequest(allowed, check_hop=gate.check_hop))
+    assert result.url.endswith("/private/open/page")
+    await gate.close()

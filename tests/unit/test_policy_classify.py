@@ -54,9 +54,11 @@ CF_CHALLENGE = pages.CLOUDFLARE_CHALLENGE
         (502, HTML, CAPTCHA, Outcome.RETRYABLE_ERROR),
         (504, {}, b"", Outcome.RETRYABLE_ERROR),
         (408, {}, b"", Outcome.RETRYABLE_ERROR),
-        (404, HTML, SMALL_PAGE, Outcome.PERMANENT_ERROR),
-        (410, {}, b"", Outcome.PERMANENT_ERROR),
-        (400, {}, b"", Outcome.PERMANENT_ERROR),
+        (404, HTML, SMALL_PAGE, Outcome.GONE),  # a final answer: done, not a dead letter
+        (410, {}, b"", Outcome.GONE),
+        (400, {}, b"", Outcome.GONE),
+        (401, {}, b"", Outcome.PERMANENT_ERROR),  # credentials can be fixed: replayable
+        (409, {}, b"", Outcome.PERMANENT_ERROR),
         (301, {}, b"", Outcome.PERMANENT_ERROR),
         (304, {}, b"", Outcome.PERMANENT_ERROR),
         (199, {}, b"", Outcome.PERMANENT_ERROR),
@@ -104,6 +106,7 @@ def test_outcome_for_error(exc: FetchError, outcome: Outcome) -> None:
 def test_outcome_names_are_stable() -> None:
     assert [o.value for o in Outcome] == [
         "ok",
+        "gone",
         "blocked",
         "retryable_error",
         "permanent_error",
@@ -133,7 +136,7 @@ def test_classify__an_empty_page_gets_a_bounded_retry_then_is_final(
         (200, PAGE, Outcome.OK, BlockVerdict(Verdict.OK)),
         (200, CF_CHALLENGE, Outcome.BLOCKED, BlockVerdict(Verdict.BLOCKED, "vendor:cloudflare")),
         (429, b"", Outcome.BLOCKED, BlockVerdict(Verdict.BLOCKED, "status:429")),
-        (404, SMALL_PAGE, Outcome.PERMANENT_ERROR, BlockVerdict(Verdict.OK)),
+        (404, SMALL_PAGE, Outcome.GONE, BlockVerdict(Verdict.OK)),
         (502, CAPTCHA, Outcome.RETRYABLE_ERROR, BlockVerdict(Verdict.OK)),
     ],
 )

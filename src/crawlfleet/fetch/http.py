@@ -1,13 +1,17 @@
 """The HTTP fetcher: one aiohttp session, our own redirects, decoding and caps.
 
-``HttpFetcher.fetch`` turns a URL into a :class:`FetchResult` or raises a
+:class:`HttpFetcher` is the HTTP side of the fetcher port (:mod:`crawlfleet.fetch.base`): it
+applies the route (a proxy) and the session (cookies, headers) and asks :class:`HttpClient`.
+
+``HttpClient.fetch`` turns a URL into a :class:`FetchResult` or raises a
 :class:`~crawlfleet.errors.FetchError` subclass, never a client-library exception, so the retry
 policy can decide from the error class alone. Non-2xx statuses are results, not errors.
 
 What it does itself rather than leaving to aiohttp, and why:
 
-* **redirects**: every hop is re-checked (scheme, address guard), loops are caught, and
-  ``Authorization``/``Cookie`` are dropped when a hop leaves the origin;
+* **redirects**: every hop is re-checked (scheme, address guard, and the caller's
+  ``check_hop``: robots.txt and scope), loops are caught, and ``Authorization``/``Cookie`` are
+  dropped when a hop leaves the origin;
 * **content decoding** (:mod:`crawlfleet.fetch.limits`): the size cap applies to decoded bytes
   while decoding, which stops decompression bombs;
 * **one deadline** per fetch (``timeout``) covering every hop and the body, so a server that
@@ -32,14 +36,14 @@ import errno
 import ssl
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import aiohttp
 import aiohttp_socks
 from aiohttp.http_exceptions import LineTooLong
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict
 from yarl import URL
 
 from crawlfleet.errors import (
@@ -54,10 +58,16 @@ from crawlfleet.errors import (
     TooManyRedirects,
     UnsupportedScheme,
 )
+from crawlfleet.fetch.base import FetchRequest, FetchResult, HopCheck
+from crawlfleet.fetch.base import mask_url as _mask
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import GuardedResolver, check_literal_host, host_may_be_private
 from crawlfleet.fetch.limits import ACCEPT_ENCODING, BodyDecoder
 from crawlfleet.urls import mask_credentials
+
+if TYPE_CHECKING:
+    from crawlfleet.routes.pools import Route
+    from crawlfleet.routes.sessions import Session
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -79,7 +89,7 @@ _TARGET_CHECK_TTL = 60.0
 
 @dataclass(frozen=True, slots=True)
 class FetchSettings:
-    """How one :class:`HttpFetcher` behaves. Sizes are bytes, times seconds."""
+    """How one :class:`HttpClient` behaves. Sizes are bytes, times seconds."""
 
     timeout: float = 30.0
     """Total deadline of one fetch: every redirect hop and the whole body."""
@@ -101,57 +111,51 @@ class FetchSettings:
     corporate proxy, a test CA)."""
 
 
-@dataclass(slots=True)
-class FetchResult:
-    """One response, after redirects and content decoding."""
-
-    url: str
-    """The final URL (after redirects)."""
-    status: int
-    reason: str
-    http_version: str
-    headers: list[tuple[str, str]]
-    """Response header pairs as received (order and duplicates kept)."""
-    body: bytes
-    """Decoded body (``Content-Encoding`` undone)."""
-    elapsed: float
-    remote_ip: str | None
-    request_headers: list[tuple[str, str]] = field(repr=False)
-    """The headers sent on the final request (for WARC request records)."""
-    redirects: list[str] = field(default_factory=list)
-    """URLs that answered with a redirect, in order; ``url`` is where they led."""
-    nbytes_wire: int = 0
-    """Body bytes as received (before content decoding)."""
-    truncated: bool = False
-    """The body was cut at the cap because the caller asked for ``truncate=True``."""
-    _header_map: CIMultiDictProxy[str] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def header_map(self) -> CIMultiDictProxy[str]:
-        """Case-insensitive view of ``headers`` (``getall`` for repeated ones)."""
-        if self._header_map is None:
-            self._header_map = CIMultiDictProxy(CIMultiDict(self.headers))
-        return self._header_map
-
-    def header(self, name: str, default: str | None = None) -> str | None:
-        """First value of header ``name`` (case-insensitive), or ``default``."""
-        return self.header_map.get(name, default)
-
-    def __repr__(self) -> str:
-        return f"<FetchResult {self.status} {_mask(self.url)} {len(self.body)} bytes>"
-
-
-def _mask(url: str) -> str:
-    parsed = URL(url)
-    return str(parsed.with_password("[secure]")) if parsed.password else url
-
-
 class HttpFetcher:
+    """The HTTP fetcher behind the port: a request over a route, as a session.
+
+    The route's proxy (if any) carries the request; the session's user agent, headers and
+    cookies for the URL are sent with it (the response's ``Set-Cookie`` is the caller's to fold
+    into the session). Owns its :class:`HttpClient` and closes it.
+    """
+
+    kind = "http"
+
+    def __init__(self, client: HttpClient) -> None:
+        self.client = client
+
+    async def fetch(
+        self,
+        request: FetchRequest,
+        *,
+        route: Route | None = None,
+        session: Session | None = None,
+    ) -> FetchResult:
+        headers = dict(request.headers) if request.headers else {}
+        if session is not None:
+            for name, value in session.request_headers(request.url, time.time()).items():
+                headers.setdefault(name, value)
+        return await self.client.fetch(
+            request.url,
+            method=request.method,
+            headers=headers or None,
+            body=request.body,
+            proxy=route.proxy_url if route is not None else None,
+            max_body=request.max_body,
+            truncate=request.truncate,
+            check_hop=request.check_hop,
+        )
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class HttpClient:
     """Fetches URLs over a shared keep-alive connection pool.
 
     Use it as an async context manager, one per worker process::
 
-        async with HttpFetcher(FetchSettings(private_ok_hosts=frozenset({"localhost"}))) as f:
+        async with HttpClient(FetchSettings(private_ok_hosts=frozenset({"localhost"}))) as f:
             result = await f.fetch("http://localhost:8080/")
     """
 
@@ -238,15 +242,18 @@ class HttpFetcher:
         proxy: str | None = None,
         max_body: int | None = None,
         truncate: bool = False,
+        check_hop: HopCheck | None = None,
     ) -> FetchResult:
         """Fetch ``url``, following redirects, and return the final response.
 
         ``max_body`` overrides the settings' cap for this call; with ``truncate=True`` a body
         over the cap is cut there (``result.truncated``) instead of raising ``TooLarge``.
-        Raises only :class:`~crawlfleet.errors.FetchError` subclasses.
+        ``check_hop`` is awaited with every redirect target before it is fetched and raises a
+        :class:`~crawlfleet.errors.FetchError` to refuse it. Raises only ``FetchError``
+        subclasses.
         """
         if self._session is None:
-            raise RuntimeError("HttpFetcher used outside 'async with' (or after close)")
+            raise RuntimeError("HttpClient used outside 'async with' (or after close)")
         request = _Request(
             url=self._checked(url),
             method=method.upper(),
@@ -258,7 +265,7 @@ class HttpFetcher:
         try:
             with self._deadlines.scope():
                 session, http_proxy = await self._route(proxy, request.url)
-                result = await self._follow(session, request, http_proxy, cap, truncate)
+                result = await self._follow(session, request, http_proxy, cap, truncate, check_hop)
         except FetchError:
             raise
         except Exception as exc:
@@ -342,6 +349,7 @@ class HttpFetcher:
         proxy: str | None,
         cap: int,
         truncate: bool,
+        check_hop: HopCheck | None,
     ) -> FetchResult:
         redirects: list[str] = []
         seen = {request.url}
@@ -368,6 +376,8 @@ class HttpFetcher:
             if request.url in seen:
                 raise TooManyRedirects(f"redirect loop back to {_mask(str(request.url))}")
             seen.add(request.url)
+            if check_hop is not None:
+                await check_hop(str(request.url))
 
     def _redirected(self, request: _Request, status: int, location: str) -> _Request:
         """The request a redirect asks for (RFC 9110 §15.4), re-checked like a new one."""

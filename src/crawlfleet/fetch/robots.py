@@ -1,4 +1,4 @@
-"""robots.txt per RFC 9309, cached per origin.
+"""robots.txt per RFC 9309, cached per origin, and the gate the attempt pipeline asks.
 
 What the status of ``/robots.txt`` means (RFC 9309 §2.3.1):
 
@@ -22,15 +22,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 from protego import Protego
 from yarl import URL
 
-from crawlfleet.errors import FetchError, TooManyRedirects
+from crawlfleet.errors import FetchError, RobotsDisallowed, RobotsUnreachable, TooManyRedirects
+from crawlfleet.fetch.base import FetchRequest
 
 if TYPE_CHECKING:
-    from crawlfleet.fetch.http import FetchResult, HttpFetcher
+    from crawlfleet.fetch.base import Fetcher, FetchResult
+    from crawlfleet.frontier.ports import Pacing
+    from crawlfleet.model import Lease
 
 OK: Final = "ok"
 ALLOW_ALL: Final = "allow_all"
@@ -55,7 +59,7 @@ class RobotsCache:
 
     def __init__(
         self,
-        fetcher: HttpFetcher,
+        fetcher: Fetcher,
         *,
         user_agent: str,
         ttl: float = 86400.0,
@@ -149,9 +153,8 @@ class RobotsCache:
 
     async def _load(self, origin: str) -> _Entry:
         try:
-            result = await self._fetcher.fetch(
-                f"{origin}/robots.txt", max_body=self._max_size, truncate=True
-            )
+            request = FetchRequest(f"{origin}/robots.txt", max_body=self._max_size, truncate=True)
+            result = await self._fetcher.fetch(request)
         except TooManyRedirects:
             # RFC 9309 §2.3.1.2: past five redirects the file may be taken as unavailable.
             return self._expiring(ALLOW_ALL, None, self._ttl)
@@ -183,3 +186,79 @@ def _parse(body: bytes, truncated: bool) -> Protego:
         body = body[: body.rfind(b"\n") + 1]
     text = body.decode("utf-8", errors="replace").removeprefix("\ufeff")
     return Protego.parse(text)
+
+
+class Gate(StrEnum):
+    """What the robots gate says of one lease."""
+
+    ALLOW = "allow"
+    DISALLOW = "disallow"  # robots.txt disallows the URL: dead(robots)
+    UNREACHABLE = "unreachable"  # robots.txt cannot be read now: the host waits, no attempt used
+    GIVE_BACK = "give_back"  # leased before the store knew the Crawl-delay: paced again
+
+
+class RobotsGate:
+    """robots.txt for the attempt pipeline: may this lease be fetched now, and at what pace.
+
+    RFC 9309: an unreachable robots.txt (5xx, 429, no answer) disallows the whole host for now.
+    That is the host's state, not the request's fault: the pipeline retries the request after
+    ``recheck`` seconds without using up an attempt, and the store holds the whole lane until
+    then. A robots.txt Crawl-delay is told to the store once per domain
+    (:meth:`~crawlfleet.frontier.ports.Pacing.set_crawl_delay`); leases the store handed out
+    before it knew are given back to be paced (no attempt used), but for one. Every redirect
+    hop is checked too (:meth:`check_hop`).
+    """
+
+    def __init__(
+        self,
+        cache: RobotsCache,
+        pacing: Pacing,
+        *,
+        recheck: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cache = cache
+        self.pacing = pacing
+        self.recheck = recheck
+        self._clock = clock
+        #: per domain: when the store was told its robots.txt Crawl-delay, and the delay
+        self._told: dict[str, asyncio.Future[tuple[float, float]]] = {}
+        #: domains with a Crawl-delay of which one lease handed out before it was known ran
+        self._unpaced_ran: set[str] = set()
+
+    async def check(self, lease: Lease) -> Gate:
+        if not await self.cache.allowed(lease.url):
+            unreachable = self.cache.state(lease.url) == UNREACHABLE
+            return Gate.UNREACHABLE if unreachable else Gate.DISALLOW
+        told = self._told.get(lease.domain)
+        if told is None:
+            told = asyncio.ensure_future(self._tell_crawl_delay(lease))
+            self._told[lease.domain] = told
+        told_at, delay = await asyncio.shield(told)
+        if not delay or lease.start_at >= told_at or lease.domain not in self._unpaced_ran:
+            if delay and lease.start_at < told_at:
+                self._unpaced_ran.add(lease.domain)
+            return Gate.ALLOW
+        return Gate.GIVE_BACK
+
+    async def check_hop(self, url: str) -> None:
+        """A redirect's target: raises RobotsDisallowed / RobotsUnreachable unless allowed."""
+        if await self.cache.allowed(url):
+            return
+        if self.cache.state(url) == UNREACHABLE:
+            raise RobotsUnreachable("robots.txt of the redirect's host cannot be read now")
+        raise RobotsDisallowed("robots.txt disallows the redirect's target")
+
+    def cached_verdict(self, url: str) -> bool | None:
+        return self.cache.cached_verdict(url)
+
+    async def _tell_crawl_delay(self, lease: Lease) -> tuple[float, float]:
+        delay = await self.cache.crawl_delay(lease.url) or 0.0
+        if delay > 0:
+            await self.pacing.set_crawl_delay(lease.domain, delay)
+        return self._clock(), delay
+
+    async def close(self) -> None:
+        for told in self._told.values():
+            told.cancel()
+        await self.cache.close()

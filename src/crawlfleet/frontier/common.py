@@ -27,6 +27,18 @@ from crawlfleet.model import (
 #: a worker that leased within this many seconds shares each domain's in-flight slots with the
 #: other such workers (its fair share is ceil(max_in_flight / active workers))
 ACTIVE_WINDOW = 5.0
+
+
+def fair_share(limit: int, sharers: int, held: int) -> int:
+    """How many more of a lane's ``limit`` in-flight slots one worker may take now: its share is
+    ``ceil(limit / sharers)`` (workers leasing lately), less the ``held`` leases it has there.
+
+    The SQLite backend calls this; the PostgreSQL lease statement computes the same inline
+    (``(concurrency + sharers - 1) / sharers - held``); one contract test holds both to it.
+    """
+    return -(-limit // max(1, sharers)) - held
+
+
 #: how far ahead the store hands out pacing slots of a rate-limited lane (seconds)
 PACING_HORIZON = 2.0
 #: most lanes looked at per lease call; the rest get their turn at the next call
@@ -39,6 +51,7 @@ __all__ = [
     "dead_from_row",
     "dead_reason_of",
     "dumps",
+    "fair_share",
     "job_from_row",
     "lease_from_row",
     "quarantine_from_row",

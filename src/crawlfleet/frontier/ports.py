@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from crawlfleet.model import (
+    KINDS,
     Completion,
     DeadLetter,
     DeadReason,
@@ -84,9 +85,15 @@ class Queue(Protocol):
         ...
 
     async def lease(
-        self, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None = None
+        self,
+        worker: str,
+        limit: int,
+        ttl: float,
+        jobs: Sequence[str] | None = None,
+        kinds: Sequence[str] = KINDS,
     ) -> list[Lease]:
-        """Lease up to ``limit`` ready requests of running jobs (all, or those named)."""
+        """Lease up to ``limit`` ready requests of running jobs (all, or those named) whose
+        fetcher is of the ``kinds`` the worker runs (``auto`` and none count as ``http``)."""
         ...
 
     async def heartbeat(self, leases: Sequence[LeaseRef], ttl: float) -> set[int]:
@@ -114,6 +121,7 @@ class Queue(Protocol):
         lease: int = 0,
         ttl: float = 60.0,
         jobs: Sequence[str] | None = None,
+        kinds: Sequence[str] = KINDS,
     ) -> Settled:
         """``complete(done)``, ``fail(failed)`` and ``lease(worker, lease, ttl, jobs)`` in one
         transaction: the slots the finished requests free, and the links they discovered, can be

@@ -39,6 +39,7 @@ from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
 from crawlfleet.frontier.ports import DomainState
 from crawlfleet.frontier.sql import queries
 from crawlfleet.model import (
+    KINDS,
     AttemptRow,
     Completion,
     DeadLetter,
@@ -327,14 +328,25 @@ class PostgresFrontier:
     # -- lease ----------------------------------------------------------------------------------
 
     async def lease(
-        self, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None = None
+        self,
+        worker: str,
+        limit: int,
+        ttl: float,
+        jobs: Sequence[str] | None = None,
+        kinds: Sequence[str] = KINDS,
     ) -> list[Lease]:
         if limit <= 0:
             return []
-        return await self._run(lambda conn: self._lease(conn, worker, limit, ttl, jobs))
+        return await self._run(lambda conn: self._lease(conn, worker, limit, ttl, jobs, kinds))
 
     async def _lease(
-        self, conn: Conn, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None
+        self,
+        conn: Conn,
+        worker: str,
+        limit: int,
+        ttl: float,
+        jobs: Sequence[str] | None,
+        kinds: Sequence[str] = KINDS,
     ) -> list[Lease]:
         """Lease from the running jobs (all, or those named) inside the caller's transaction."""
         wanted = list(jobs) if jobs is not None else None
@@ -360,6 +372,7 @@ class PostgresFrontier:
                 sharers,
                 list(mine),
                 list(mine.values()),
+                list(kinds),
             )
             taken = [self._lease_from_row(r) for r in rows if r[0] is not None]
             leases.extend(taken)
@@ -574,6 +587,7 @@ class PostgresFrontier:
         lease: int = 0,
         ttl: float = 60.0,
         jobs: Sequence[str] | None = None,
+        kinds: Sequence[str] = KINDS,
     ) -> Settled:
         if not done and not failed and lease <= 0:
             return Settled(set(), set(), [])
@@ -592,7 +606,7 @@ class PostgresFrontier:
             # lease takes domain and request rows only with SKIP LOCKED, so it never waits
             completed = await self._complete(conn, done) if done else set()
             refused = await self._fail(conn, failed) if failed else set()
-            leases = await self._lease(conn, worker, lease, ttl, jobs) if lease > 0 else []
+            leases = await self._lease(conn, worker, lease, ttl, jobs, kinds) if lease > 0 else []
             return Settled(completed, refused, leases)
 
         settled = await self._run(tx)

@@ -26,6 +26,7 @@ from crawlfleet.frontier.common import (
     dead_from_row,
     dead_reason_of,
     dumps,
+    fair_share,
     job_from_row,
     lease_from_row,
     quarantine_from_row,
@@ -38,6 +39,7 @@ from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
 from crawlfleet.frontier.ports import DomainState
 from crawlfleet.frontier.sql import queries
 from crawlfleet.model import (
+    KINDS,
     AttemptRow,
     Completion,
     DeadLetter,
@@ -320,12 +322,17 @@ class SQLiteFrontier:
     # -- lease ----------------------------------------------------------------------------------
 
     async def lease(
-        self, worker: str, limit: int, ttl: float, jobs: Sequence[str] | None = None
+        self,
+        worker: str,
+        limit: int,
+        ttl: float,
+        jobs: Sequence[str] | None = None,
+        kinds: Sequence[str] = KINDS,
     ) -> list[Lease]:
         if limit <= 0:
             return []
         return await self._run(
-            self._write(lambda db: self._lease_running(db, worker, limit, ttl, jobs))
+            self._write(lambda db: self._lease_running(db, worker, limit, ttl, jobs, kinds))
         )
 
     def _lease_running(
@@ -335,6 +342,7 @@ class SQLiteFrontier:
         limit: int,
         ttl: float,
         jobs: Sequence[str] | None,
+        kinds: Sequence[str] = KINDS,
     ) -> list[Lease]:
         """Lease from the running jobs (all, or those named) inside the caller's transaction."""
         wanted = set(jobs) if jobs is not None else None
@@ -344,10 +352,16 @@ class SQLiteFrontier:
             job = self._job_from_row(row)
             if job.state == JobState.RUNNING and (wanted is None or job.name in wanted):
                 names[job.id] = job.name
-        return self._lease(db, worker, limit, ttl, names) if names else []
+        return self._lease(db, worker, limit, ttl, names, dumps(list(kinds))) if names else []
 
     def _lease(
-        self, db: sqlite3.Connection, worker: str, limit: int, ttl: float, names: dict[int, str]
+        self,
+        db: sqlite3.Connection,
+        worker: str,
+        limit: int,
+        ttl: float,
+        names: dict[int, str],
+        kinds: str,
     ) -> list[Lease]:
         now = self.clock()
         self._rescue(db, now)
@@ -361,7 +375,7 @@ class SQLiteFrontier:
         mine = dict(db.execute(Q["my_leases"], (worker,)).fetchall()) if sharers > 1 else {}
         leases: list[Lease] = []
         for domain, free, delay, next_at, max_in_flight in candidates:
-            share = -(-max_in_flight // max(1, sharers)) - mine.get(domain, 0)
+            share = fair_share(max_in_flight, sharers, mine.get(domain, 0))
             want = min(free, share, limit - len(leases))
             if share <= 0:
                 continue
@@ -371,7 +385,7 @@ class SQLiteFrontier:
             if delay > 0:
                 # hand out the pacing slots that fall inside the horizon, one start every `delay`
                 want = min(want, int((now + PACING_HORIZON - start) / delay) + 1)
-                taken = self._lease_paced(db, worker, ttl, names, domain, start, delay, want)
+                taken = self._lease_paced(db, worker, ttl, names, kinds, domain, start, delay, want)
             else:
                 args = {
                     "worker": worker,
@@ -379,6 +393,7 @@ class SQLiteFrontier:
                     "domain": domain,
                     "now": now,
                     "jobs": job_ids,
+                    "kinds": kinds,
                     "limit": want,
                 }
                 rows = db.execute(Q["lease_batch"], args).fetchall()
@@ -397,13 +412,20 @@ class SQLiteFrontier:
         worker: str,
         ttl: float,
         names: dict[int, str],
+        kinds: str,
         domain: str,
         start: float,
         delay: float,
         want: int,
     ) -> list[Lease]:
-        job_ids = dumps(list(names))
-        ids = db.execute(Q["lease_pick"], (domain, self.clock(), job_ids, want)).fetchall()
+        args = {
+            "domain": domain,
+            "now": self.clock(),
+            "jobs": dumps(list(names)),
+            "kinds": kinds,
+            "limit": want,
+        }
+        ids = db.execute(Q["lease_pick"], args).fetchall()
         taken = []
         for i, (rid,) in enumerate(ids):
             start_at = start + i * delay
@@ -555,11 +577,12 @@ class SQLiteFrontier:
         lease: int = 0,
         ttl: float = 60.0,
         jobs: Sequence[str] | None = None,
+        kinds: Sequence[str] = KINDS,
     ) -> Settled:
         def tx(db: sqlite3.Connection) -> Settled:
             completed = self._complete(db, done) if done else set()
             refused = self._fail(db, failed) if failed else set()
-            leases = self._lease_running(db, worker, lease, ttl, jobs) if lease > 0 else []
+            leases = self._lease_running(db, worker, lease, ttl, jobs, kinds) if lease > 0 else []
             return Settled(completed, refused, leases)
 
         if not done and not failed and lease <= 0:

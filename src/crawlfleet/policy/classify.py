@@ -19,6 +19,7 @@ from crawlfleet.policy.blocks import BlockVerdict, Verdict, detect_block
 
 __all__ = [
     "EMPTY_ATTEMPTS",
+    "GONE_STATUSES",
     "Classification",
     "Outcome",
     "classify",
@@ -55,8 +56,9 @@ def classify(
     Blocks (see :func:`~crawlfleet.policy.blocks.detect_block`) are ``BLOCKED``; a suspect page
     is ``OK`` (parse it; the verdict says to report it); an empty page is ``RETRYABLE_ERROR``
     until ``attempts`` (this one included) reaches :data:`EMPTY_ATTEMPTS`, then
-    ``PERMANENT_ERROR``. Other responses follow their status: 2xx ``OK``; 408 and 5xx
-    ``RETRYABLE_ERROR``; other 4xx and leftover 3xx ``PERMANENT_ERROR``.
+    ``PERMANENT_ERROR``. Other responses follow their status: 2xx ``OK``; final 4xx answers
+    (:data:`GONE_STATUSES`: 404, 410, ...) ``GONE``; 408 and 5xx ``RETRYABLE_ERROR``; other 4xx
+    and leftover 3xx ``PERMANENT_ERROR``.
     """
     verdict = detect_block(
         status, headers, body, spider_verdict=spider_verdict, has_expected=has_expected
@@ -71,9 +73,18 @@ def classify(
     return Classification(_by_status(status), verdict)
 
 
+#: 4xx answers that are final: the page is not there (or never will be for this request), and
+#: replaying it after a fix brings nothing. They end ``done`` with their status (counted as
+#: gone), not in the dead letters. 401/407 (credentials can be fixed), 403 and 429 (blocks),
+#: 408 (retried) and the rest of 4xx stay errors.
+GONE_STATUSES: Final = frozenset({400, 404, 405, 406, 410, 411, 413, 414, 415, 416, 422, 451})
+
+
 def _by_status(status: int) -> Outcome:
     if 200 <= status < 300:
         return Outcome.OK
+    if status in GONE_STATUSES:
+        return Outcome.GONE
     if status == 408 or 500 <= status < 600:
         return Outcome.RETRYABLE_ERROR
     # Other 4xx, a 3xx left over after redirect handling (304, no Location), anything odd.

@@ -75,6 +75,7 @@ _DEAD_BY_KIND: Final[dict[str, DeadReason]] = {
     "too_large": DeadReason.TOO_LARGE,
     "too_many_redirects": DeadReason.TOO_MANY_REDIRECTS,
     "address_refused": DeadReason.ADDRESS_REFUSED,
+    "robots": DeadReason.ROBOTS,
     "unsupported_scheme": DeadReason.UNSUPPORTED,
 }
 
@@ -122,8 +123,8 @@ def decide(
         raise ValueError("base must be > 0: a retry is never immediate")
     what = _what(status, error_kind)
     match outcome:
-        case Outcome.OK:
-            raise ValueError("an OK outcome needs no retry decision")
+        case Outcome.OK | Outcome.GONE:
+            raise ValueError(f"an {outcome.value} outcome needs no retry decision")
         case Outcome.ROBOTS:
             return RetryDecision(None, DeadReason.ROBOTS, "disallowed by robots.txt")
         case Outcome.TRAP:

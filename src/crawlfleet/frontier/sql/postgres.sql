@@ -401,6 +401,7 @@ GROUP BY domain;
 --   the back of the line instead of being looked at first by every lease. Those rows count
 --   against LIMIT $4; the caller runs the statement again, skipping the domains visited ($8),
 --   while they leave the batch short.
+--   A worker leases only requests of the fetcher kinds it runs ($12; "auto" starts as http).
 -- taken: the fencing token moves on at every lease; a holder whose lease was taken over is
 --   refused by complete/fail/heartbeat.
 -- served: the domains' in-flight counts and next pacing slot, on the rows locked in cand.
@@ -432,6 +433,8 @@ WITH active AS (
             SELECT r.id, r.priority FROM requests r
             WHERE r.domain = c.domain AND r.state = 'queued' AND r.ready_at <= $1
               AND r.job_id = ANY ((SELECT ids FROM active)::bigint[])
+              AND (CASE WHEN r.fetcher = 'browser' THEN 'browser' ELSE 'http' END)
+                  = ANY ($12::text[])
             ORDER BY r.priority DESC, r.id
             LIMIT least(c.free, CASE WHEN c.delay > 0
                                      THEN floor(($2 - c.start) / c.delay)::int + 1

@@ -299,10 +299,14 @@ ORDER BY last_lease_at
 LIMIT :limit;
 
 -- name: lease_pick
+-- a worker leases only requests of the fetcher kinds it runs ("auto" starts as http)
 SELECT id FROM requests INDEXED BY requests_ready
-WHERE domain = ? AND state = 'queued' AND ready_at <= ? AND job_id IN (SELECT value FROM json_each(?))
+WHERE domain = :domain AND state = 'queued' AND ready_at <= :now
+  AND job_id IN (SELECT value FROM json_each(:jobs))
+  AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END)
+      IN (SELECT value FROM json_each(:kinds))
 ORDER BY priority DESC, id
-LIMIT ?;
+LIMIT :limit;
 
 -- name: lease_batch
 -- One statement for a domain without pacing delay (every lease starts now, so they share an
@@ -318,6 +322,8 @@ WHERE id IN (
     SELECT id FROM requests INDEXED BY requests_ready
     WHERE domain = :domain AND state = 'queued' AND ready_at <= :now
       AND job_id IN (SELECT value FROM json_each(:jobs))
+      AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END)
+          IN (SELECT value FROM json_each(:kinds))
     ORDER BY priority DESC, id
     LIMIT :limit
 )

@@ -1,0 +1,353 @@
+"""One attempt at a leased request, through its steps, to a verdict for the store::
+
+    pace slot → robots gate → fetch → snapshot → classify → parse → verdict
+
+An :class:`Attempt` is the value that travels (the lease, its job, route and session, what came
+back, its WARC record); each step reads it, adds to it, and either passes it on or ends the
+attempt with its verdict: a :class:`~crawlfleet.model.Completion` (data, or a final answer such
+as a 404), a :class:`~crawlfleet.model.Failure` (retry later, or dead, as the pure retry policy
+decides), or :class:`GiveBack` (release unfetched: the job cannot run here, or robots.txt's
+Crawl-delay came after the lease). Whatever the ending, one
+:class:`~crawlfleet.events.AttemptEvent` goes to the observers. The worker's loops only start
+attempts and carry their verdicts to the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from crawlfleet.data.warc import Capture, WarcRef
+from crawlfleet.errors import FetchError, ParseError
+from crawlfleet.events import AttemptEvent, EventBus
+from crawlfleet.extract import PageOutput, Provenance
+from crawlfleet.fetch.base import Fetcher, FetchRequest
+from crawlfleet.fetch.robots import Gate
+from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome
+from crawlfleet.policy.classify import classify, outcome_for_error
+from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
+from crawlfleet.response import Response
+
+if TYPE_CHECKING:
+    from crawlfleet.config import Settings
+    from crawlfleet.fetch.base import FetchResult
+    from crawlfleet.jobs import JobContext
+    from crawlfleet.routes.pools import Route
+    from crawlfleet.routes.sessions import Session
+
+__all__ = ["Attempt", "GiveBack", "Pipeline", "Verdict"]
+
+log = logging.getLogger("crawlfleet.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class GiveBack:
+    """Release the lease unfetched: no attempt used."""
+
+    lease: LeaseRef
+    why: str
+
+
+Verdict = Completion | Failure | GiveBack
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt as it goes through the steps (fields fill in as it goes)."""
+
+    lease: Lease
+    job: JobContext
+    fetcher: Fetcher | None = None
+    route: Route | None = None
+    session: Session | None = None
+    started_at: float | None = None  # when the request was sent (epoch seconds)
+    elapsed: float | None = None  # response time
+    result: FetchResult | None = None
+    error: FetchError | None = None
+    warc: WarcRef | None = None
+    digest: bytes | None = None
+    earlier: Capture | None = None  # the first capture of the same payload, if any
+    outcome: Outcome | None = None
+    block_reason: str | None = None
+    output: PageOutput | None = None
+    decision: RetryDecision | None = None
+
+    @property
+    def lane(self) -> str:
+        """The unit of pacing the lease belongs to (today its domain)."""
+        return self.lease.domain
+
+
+class Pipeline:
+    """The steps of an attempt; one per worker. ``clock`` and ``rng`` are for tests."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        events: EventBus,
+        *,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.events = events
+        self.clock = clock
+        self.rng = rng or random.Random()
+
+    async def run(self, job: JobContext, lease: Lease) -> Verdict:
+        """The whole life of one attempt; emits its event and returns its verdict."""
+        attempt = Attempt(lease, job)
+        verdict = await self._steps(attempt)
+        self.events.emit(_event(attempt, verdict))
+        return verdict
+
+    async def _steps(self, a: Attempt) -> Verdict:
+        await self.pace_slot(a)
+        return (
+            await self.robots_gate(a)
+            or await self.fetch(a)
+            or self.snapshot(a)
+            or self.classify(a)
+            or self.parse(a)
+            or self.done(a)
+        )
+
+    # -- the steps, in order --------------------------------------------------------------------
+
+    async def pace_slot(self, a: Attempt) -> None:
+        """Wait for the lease's pacing slot (the store spaces a lane's request starts)."""
+        wait = a.lease.start_at - self.clock()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    async def robots_gate(self, a: Attempt) -> Verdict | None:
+        gate = a.job.robots
+        if gate is None:
+            return None
+        match await gate.check(a.lease):
+            case Gate.ALLOW:
+                return None
+            case Gate.GIVE_BACK:
+                return GiveBack(a.lease.ref, "robots.txt Crawl-delay: paced again")
+            case Gate.UNREACHABLE:
+                recheck = gate.recheck
+                a.outcome = Outcome.ROBOTS
+                return Failure(
+                    a.lease.ref,
+                    "robots.txt unreachable: host postponed",
+                    retry_at=self.clock() + recheck,
+                    outcome=Outcome.ROBOTS,
+                    retry_after=recheck,
+                    count_attempt=False,
+                )
+        return self._fail(a, Outcome.ROBOTS, "robots.txt disallows this URL")
+
+    async def fetch(self, a: Attempt) -> Verdict | None:
+        lease = a.lease
+        a.fetcher = a.job.fetchers.for_request(lease.fetcher)
+        gate = a.job.robots
+        request = FetchRequest(
+            lease.url,
+            method=lease.method,
+            body=lease.body,
+            check_hop=gate.check_hop if gate is not None else None,
+        )
+        a.started_at = self.clock()
+        started = time.perf_counter()
+        try:
+            a.result = await a.fetcher.fetch(request, route=a.route, session=a.session)
+        except FetchError as exc:
+            a.elapsed = time.perf_counter() - started
+            a.error = exc
+            return self._fail(a, outcome_for_error(exc), f"{exc.kind}: {exc}", kind=exc.kind)
+        a.elapsed = time.perf_counter() - started
+        return None
+
+    def snapshot(self, a: Attempt) -> Verdict | None:
+        """Archive the exchange; a payload archived before becomes a revisit record of it."""
+        result, rt = a.result, a.job.runtime
+        assert result is not None
+        a.digest = rt.content_hash(result.body)
+        a.earlier = rt.captures.get(a.digest)
+        a.warc = a.job.warc.write(
+            url=result.url,
+            method=a.lease.method,
+            request_headers=result.request_headers,
+            status=result.status,
+            reason=result.reason,
+            http_version=result.http_version,
+            response_headers=result.headers,
+            body=result.body,
+            fetched_at=self.clock(),
+            ip=result.remote_ip,
+            request_body=a.lease.body,
+            revisit_of=a.earlier,
+        )
+        return None
+
+    def classify(self, a: Attempt) -> Verdict | None:
+        """Data, a final answer, a block or an error: only data goes on to be parsed."""
+        result, rt = a.result, a.job.runtime
+        assert result is not None
+        try:
+            verdict = rt.spider.is_blocked(self._response(a))
+        except Exception:  # a broken hook must not pass a block page as data
+            log.exception("%s.is_blocked raised", rt.spider_cls.__name__)
+            verdict = None
+        found = classify(
+            result.status,
+            result.header_map,
+            result.body,
+            spider_verdict=verdict,
+            attempts=a.lease.attempts,
+        )
+        a.outcome = found.outcome
+        if found.verdict.blocked:
+            a.block_reason = found.verdict.reason
+        if found.outcome is Outcome.OK:
+            return None
+        if found.outcome is Outcome.GONE:
+            return self._completion(a)
+        retry_after = parse_retry_after(result.header_map.get("retry-after"), self.clock())
+        blocked = " (block page)" if found.outcome is Outcome.BLOCKED else ""
+        return self._fail(a, found.outcome, f"HTTP {result.status}{blocked}", retry=retry_after)
+
+    def parse(self, a: Attempt) -> Verdict | None:
+        """Run the spider on the page: records, quarantine, links (every page is parsed)."""
+        rt, ref = a.job.runtime, a.warc
+        assert ref is not None
+        assert a.digest is not None
+        warc = Provenance(
+            a.job.raw.locate(ref.file),
+            ref.record_id,
+            a.earlier.file if a.earlier else None,
+            a.earlier.record_id if a.earlier else None,
+        )
+        if a.earlier is None:  # later pages with these bytes are archived as revisits of this
+            rt.captures.remember(
+                a.digest, Capture(warc.file, ref.record_id, ref.target_uri, ref.date)
+            )
+        elif rt.spider_cls.skip_duplicate_content and rt.captures.parsed(a.digest):
+            return self._completion(a)  # the spider's own opt-in, never a default
+        try:
+            a.output = rt.process(
+                self._response(a),
+                robots=a.job.robots,
+                page_url=a.lease.url,
+                callback=a.lease.callback,
+                depth=a.lease.depth,
+                fetched_at=self.clock(),
+                warc=warc,
+            )
+        except ParseError as exc:
+            return self._fail(
+                a, Outcome.PERMANENT_ERROR, f"parse error: {exc}", dead=DeadReason.PARSE_ERROR
+            )
+        return None
+
+    def done(self, a: Attempt) -> Verdict:
+        return self._completion(a)
+
+    # -- verdicts -------------------------------------------------------------------------------
+
+    def _response(self, a: Attempt) -> Response:
+        result = a.result
+        assert result is not None
+        return Response(
+            result.url,
+            result.status,
+            result.header_map,
+            result.body,
+            meta=a.lease.meta,
+            depth=a.lease.depth,
+            request_url=a.lease.url,
+        )
+
+    def _completion(self, a: Attempt) -> Completion:
+        result, out = a.result, a.output
+        assert result is not None
+        return Completion(
+            a.lease.ref,
+            result.status,
+            records=out.records if out else (),
+            quarantined=out.quarantined if out else (),
+            discovered=out.discovered if out else (),
+            content_hash=a.digest,
+            elapsed=a.elapsed or 0.0,
+            nbytes=len(result.body),
+            started_at=a.started_at,
+        )
+
+    def _fail(
+        self,
+        a: Attempt,
+        outcome: Outcome,
+        error: str,
+        *,
+        kind: str | None = None,
+        retry: float | None = None,
+        dead: DeadReason | None = None,
+    ) -> Failure:
+        a.outcome = outcome
+        status = a.result.status if a.result is not None else None
+        if dead is not None:
+            a.decision = RetryDecision(None, dead, error)
+        else:
+            a.decision = decide(
+                outcome=outcome,
+                attempts=a.lease.attempts,
+                max_attempts=a.lease.max_attempts,
+                now=self.clock(),
+                rand=self.rng.random(),
+                status=status,
+                error_kind=kind,
+                retry_after=retry,
+                base=self.settings.retry_base,
+                cap=self.settings.retry_cap,
+            )
+        return Failure(
+            a.lease.ref,
+            error[:1000],
+            retry_at=a.decision.retry_at,
+            dead_reason=a.decision.dead_reason,
+            status=status,
+            route=a.route.id if a.route is not None else None,
+            outcome=outcome,
+            latency=a.elapsed if a.result is not None else None,
+            retry_after=retry,
+            started_at=a.started_at,
+        )
+
+
+def _event(a: Attempt, verdict: Verdict) -> AttemptEvent:
+    result, out = a.result, a.output
+    dead = verdict.dead_reason if isinstance(verdict, Failure) else None
+    if isinstance(verdict, Failure) and verdict.retry_at is None and dead is None:
+        dead = DeadReason.TOO_MANY_RETRIES
+    return AttemptEvent(
+        job=a.job.name,
+        lane=a.lane,
+        domain=a.lease.domain,
+        fetcher=a.fetcher.kind if a.fetcher is not None else "none",
+        outcome=None if isinstance(verdict, GiveBack) else a.outcome or Outcome.OK,
+        route=a.route.id if a.route is not None else None,
+        status=result.status if result is not None else None,
+        error_kind=a.error.kind if a.error is not None else None,
+        latency=a.elapsed,
+        nbytes=len(result.body) if result is not None else 0,
+        records=len(out.records) if out else 0,
+        quarantined=len(out.quarantined) if out else 0,
+        traps=out.traps if out else 0,
+        robots_dropped=out.robots_dropped if out else 0,
+        duplicate=a.earlier is not None,
+        gone=a.outcome is Outcome.GONE,
+        retry=isinstance(verdict, Failure) and verdict.retry_at is not None,
+        dead_reason=dead,
+        attempts=a.lease.attempts,
+        block_reason=a.block_reason,
+    )

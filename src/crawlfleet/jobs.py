@@ -1,0 +1,162 @@
+"""What a worker keeps open per job: the spider and its caches, fetchers, robots gate, WARC.
+
+:class:`JobContexts` loads a job the first time one of its leases arrives (once, however many
+leases arrive together), and remembers a job it cannot load here (no such spider on this
+machine) so that the worker stops leasing it. Everything here is a cache or a handle: the store
+has the truth, and a worker that dies loses nothing but these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from crawlfleet.config import Settings
+from crawlfleet.data.rawstore import RawStore, open_raw_store
+from crawlfleet.data.warc import WarcWriter
+from crawlfleet.errors import CrawlfleetError, SpiderLoadError
+from crawlfleet.extract import JobRuntime, trap_rules
+from crawlfleet.fetch.base import Fetcher, FetcherPool
+from crawlfleet.fetch.http import FetchSettings, HttpClient, HttpFetcher
+from crawlfleet.fetch.robots import RobotsCache, RobotsGate
+from crawlfleet.frontier.ports import Jobs, Pacing
+from crawlfleet.spiders import load_job_spider
+
+__all__ = ["JobContext", "JobContexts", "safe_name"]
+
+log = logging.getLogger("crawlfleet.worker")
+
+
+@dataclass
+class JobContext:
+    """One job as this worker runs it."""
+
+    runtime: JobRuntime
+    fetchers: FetcherPool
+    robots: RobotsGate | None
+    warc: WarcWriter
+    raw: RawStore
+    settings: Settings
+
+    @property
+    def name(self) -> str:
+        return self.runtime.job.name
+
+
+class JobStore(Jobs, Pacing, Protocol):
+    """What loading a job needs of the store: the job, and its lanes' pacing (Crawl-delay)."""
+
+
+class JobContexts:
+    """The jobs this worker has opened, loaded on first use; see the module docstring."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        settings: Settings,
+        *,
+        worker_id: str,
+        spiders: str | None = None,
+        kinds: tuple[str, ...] = ("http",),
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.worker_id = worker_id
+        self.spiders = spiders
+        self.kinds = kinds
+        self.unloadable: dict[str, str] = {}
+        self._loaded: dict[str, JobContext] = {}
+        self._loading: dict[str, asyncio.Future[JobContext | None]] = {}
+        self._raw: dict[str, RawStore] = {}
+
+    @property
+    def loaded(self) -> list[JobContext]:
+        return list(self._loaded.values())
+
+    async def get(self, name: str) -> JobContext | None:
+        """The job's context, loading it on first use; None if it cannot run here."""
+        if name in self._loaded:
+            return self._loaded[name]
+        if name in self.unloadable:
+            return None
+        # many leases of a new job arrive at once: load it once, the others wait for that
+        loading = self._loading.get(name)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load(name))
+            self._loading[name] = loading
+        return await asyncio.shield(loading)
+
+    async def _load(self, name: str) -> JobContext | None:
+        job = await self.store.get_job(name)
+        try:
+            if job is None:
+                raise SpiderLoadError(f"job {name!r} disappeared")
+            spider_cls = await asyncio.to_thread(load_job_spider, job, self.spiders)
+            traps = trap_rules(spider_cls, self.settings)
+            self._loaded[name] = await self._open(JobRuntime(job, spider_cls, traps))
+        except CrawlfleetError as exc:
+            self.unloadable[name] = str(exc)
+            log.error("cannot run job %s here: %s", name, exc)
+            return None
+        return self._loaded[name]
+
+    async def _open(self, runtime: JobRuntime) -> JobContext:
+        spider = runtime.spider_cls
+        s = self.settings.for_spider(spider.custom_settings, spider.name)
+        raw = await self.raw_store(s)  # first: it may fail, and then nothing is left open
+        fetch_settings = FetchSettings(
+            timeout=s.fetch_timeout,
+            max_body=s.max_body,
+            max_redirects=s.max_redirects,
+            user_agent=s.user_agent,
+            concurrency=s.concurrency,
+            allow_private_addresses=spider.allow_private_addresses,
+            private_ok_hosts=frozenset(spider.seed_hosts()),
+        )
+        client = HttpClient(fetch_settings)
+        await client.start()
+        http = HttpFetcher(client)
+        fetchers: list[Fetcher] = [http]
+        robots = None
+        if spider.obey_robots:
+            cache = RobotsCache(http, user_agent=s.user_agent, error_recheck=s.robots_recheck)
+            robots = RobotsGate(cache, self.store, recheck=s.robots_recheck)
+        warc = raw.writer(
+            safe_name(f"{runtime.job.name}-{self.worker_id}"),
+            max_size=s.warc_max_size,
+            gzip_level=s.warc_gzip_level,
+        )
+        return JobContext(runtime, FetcherPool(fetchers), robots, warc, raw, s)
+
+    async def raw_store(self, s: Settings) -> RawStore:
+        """The raw store ``s`` names, opened once per worker (spiders may name their own)."""
+        store = self._raw.get(s.raw)
+        if store is None:
+            store = open_raw_store(s.raw, s3_endpoint=s.s3_endpoint, spool=s.raw_spool)
+            await asyncio.to_thread(store.open)
+            self._raw[s.raw] = store
+        return store
+
+    async def flush(self) -> None:
+        """Make every WARC record written so far durable (snapshot before ack)."""
+        await asyncio.gather(*(asyncio.to_thread(j.warc.flush) for j in self._loaded.values()))
+
+    async def close(self) -> None:
+        """Close every job's fetchers, robots fetches and WARC, then upload and close the raw
+        stores (object stores upload what is left)."""
+        for job in self._loaded.values():
+            if job.robots is not None:
+                await job.robots.close()
+            await job.fetchers.close()
+            await asyncio.to_thread(job.warc.close)
+        self._loaded.clear()
+        stores, self._raw = list(self._raw.values()), {}
+        for store in stores:
+            await asyncio.to_thread(store.close)
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe version of ``text`` (job names and worker ids are user input)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

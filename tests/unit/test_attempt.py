@@ -1,0 +1,205 @@
+"""The attempt pipeline on a scripted fetcher: every ending, and the one event each emits.
+
+No sockets and no sleeps: the fetcher answers from a function, the clock is passed in, the WARC
+goes to a temporary directory, events are collected in a list.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import FakeClock
+
+from crawlfleet.attempt import GiveBack, Pipeline
+from crawlfleet.config import Settings
+from crawlfleet.data.rawstore import open_raw_store
+from crawlfleet.errors import FetchTimeout
+from crawlfleet.events import AttemptEvent, Event, EventBus
+from crawlfleet.extract import JobRuntime
+from crawlfleet.fetch.base import FetcherPool, FetchRequest, FetchResult
+from crawlfleet.fetch.robots import RobotsCache, RobotsGate
+from crawlfleet.fetch.scripted import ScriptedFetcher, page
+from crawlfleet.jobs import JobContext
+from crawlfleet.model import Completion, DeadReason, Failure, Job, JobState, Lease, Outcome
+from crawlfleet.spider import Spider
+
+SITE = "http://shop.test"
+PRODUCT = b"""<html><body><a href="/p/2">next</a><a href="/p/3">more</a>
+<h1>Kettle</h1><span class="sku">S-1</span></body></html>"""
+CAPTCHA = (
+    b'<html><head><title>Just a moment...</title></head><body><div class="g-recaptcha" '
+    b'data-sitekey="x"></div>Please verify you are human.</body></html>'
+)
+
+
+class Shop(Spider):
+    name = "shop"
+    start_urls = [SITE + "/"]
+
+    def parse(self, response: Any) -> Iterator[Any]:
+        yield from response.follow_all("a")
+        sku = response.css(".sku::text").get()
+        if sku:
+            yield {"sku": sku}
+
+    def broken(self, response: Any) -> Iterator[Any]:
+        yield from response.follow_all("a")
+        raise RuntimeError("a bug in the spider")
+
+
+def handler(request: FetchRequest) -> FetchResult:
+    path = request.url.removeprefix(SITE)
+    if path == "/robots.txt":
+        return page(request.url, 200, b"User-agent: *\nDisallow: /private\n", [])
+    if path == "/gone":
+        return page(request.url, 404, b"<html><body>no such page</body></html>")
+    if path == "/busy":
+        return page(request.url, 503, b"", [("Retry-After", "7")])
+    if path == "/captcha":
+        return page(request.url, 200, CAPTCHA)
+    if path == "/slow":
+        raise FetchTimeout("timed out after 30s")
+    return page(request.url, 200, PRODUCT)
+
+
+class Harness:
+    def __init__(self, tmp: Path, clock: FakeClock, robots: bool = False) -> None:
+        self.clock = clock
+        self.events: list[Event] = []
+        self.fetcher = ScriptedFetcher(handler)
+        raw = open_raw_store(str(tmp / "warc"))
+        raw.open()
+        runtime = JobRuntime(Job(1, "shop", "shop.py", JobState.RUNNING, {}, 0.0), Shop)
+        gate = None
+        if robots:
+            cache = RobotsCache(self.fetcher, user_agent="crawlfleet-test", clock=clock)
+            gate = RobotsGate(cache, _NoPacing(), recheck=60.0, clock=clock)
+        warc = raw.writer("shop-w1", max_size=1 << 30, gzip_level=1)
+        settings = Settings()
+        self.job = JobContext(runtime, FetcherPool([self.fetcher]), gate, warc, raw, settings)
+        self.pipeline = Pipeline(
+            settings, EventBus(self.events.append), clock=clock, rng=random.Random(1)
+        )
+        self._id = 0
+
+    def lease(self, path: str, *, callback: str | None = None, attempts: int = 1) -> Lease:
+        self._id += 1
+        now = self.clock()
+        return Lease(
+            self._id, "shop", SITE + path, "shop.test", 0, 0, callback, {}, "GET", None,
+            "http", attempts, 5, 1, now + 60, now,
+        )  # fmt: skip
+
+    async def run(self, path: str, **kw: Any) -> Completion | Failure | GiveBack:
+        return await self.pipeline.run(self.job, self.lease(path, **kw))
+
+    @property
+    def attempts(self) -> list[AttemptEvent]:
+        return [e for e in self.events if isinstance(e, AttemptEvent)]
+
+
+class _NoPacing:
+    async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
+        raise AssertionError("no Crawl-delay in this robots.txt")
+
+
+@pytest.fixture
+def h(tmp_path: Path, clock: FakeClock) -> Iterator[Harness]:
+    harness = Harness(tmp_path, clock)
+    yield harness
+    harness.job.warc.close()
+
+
+async def test_page__records_and_links_one_event(h: Harness) -> None:
+    verdict = await h.run("/p/1")
+    assert isinstance(verdict, Completion)
+    assert [r.data for r in verdict.records] == [{"sku": "S-1"}]
+    assert sorted(r.url for r in verdict.discovered) == [SITE + "/p/2", SITE + "/p/3"]
+    assert verdict.records[0].warc_record_id is not None
+    (event,) = h.attempts
+    assert (event.outcome, event.status, event.records, event.fetcher) == (
+        Outcome.OK,
+        200,
+        1,
+        "http",
+    )
+    assert (event.lane, event.job, event.duplicate, event.gone) == (
+        "shop.test",
+        "shop",
+        False,
+        False,
+    )
+
+
+async def test_final_answer__done_with_its_status_not_a_dead_letter(h: Harness) -> None:
+    verdict = await h.run("/gone")
+    assert isinstance(verdict, Completion)
+    assert (verdict.status, verdict.records, verdict.discovered) == (404, (), ())
+    (event,) = h.attempts
+    assert (event.outcome, event.gone, event.dead_reason) == (Outcome.GONE, True, None)
+
+
+async def test_push_back__retried_after_retry_after(h: Harness, clock: FakeClock) -> None:
+    verdict = await h.run("/busy")
+    assert isinstance(verdict, Failure)
+    assert verdict.retry_at is not None and verdict.retry_at >= clock() + 7
+    assert (verdict.status, verdict.retry_after, verdict.outcome) == (
+        503,
+        7.0,
+        Outcome.RETRYABLE_ERROR,
+    )
+    assert h.attempts[0].retry
+
+
+async def test_fetch_error__retryable_with_its_kind(h: Harness) -> None:
+    verdict = await h.run("/slow")
+    assert isinstance(verdict, Failure) and verdict.retry_at is not None
+    assert verdict.error.startswith("timeout:") and verdict.status is None
+    assert h.attempts[0].error_kind == "timeout"
+
+
+async def test_fetch_error__on_the_last_attempt_is_dead(h: Harness) -> None:
+    verdict = await h.run("/slow", attempts=5)
+    assert isinstance(verdict, Failure)
+    assert (verdict.retry_at, verdict.dead_reason) == (None, DeadReason.TOO_MANY_RETRIES)
+    assert h.attempts[0].dead_reason is DeadReason.TOO_MANY_RETRIES
+
+
+async def test_block_page__never_parsed_reason_kept(h: Harness) -> None:
+    verdict = await h.run("/captcha")
+    assert isinstance(verdict, Failure) and verdict.outcome is Outcome.BLOCKED
+    (event,) = h.attempts
+    assert event.records == 0 and event.block_reason is not None
+
+
+async def test_parse_error__dead_parse_error(h: Harness) -> None:
+    verdict = await h.run("/p/1", callback="broken")
+    assert isinstance(verdict, Failure)
+    assert verdict.dead_reason is DeadReason.PARSE_ERROR
+    assert "a bug in the spider" in verdict.error
+
+
+async def test_same_bytes_under_another_url__parsed_and_marked_duplicate(h: Harness) -> None:
+    first, second = await h.run("/p/1"), await h.run("/mirror/p/1")
+    assert isinstance(first, Completion) and isinstance(second, Completion)
+    assert [r.data for r in second.records] == [{"sku": "S-1"}]
+    assert second.records[0].warc_refers_to == first.records[0].warc_record_id
+    assert [e.duplicate for e in h.attempts] == [False, True]
+
+
+async def test_robots_gate__disallowed_dead_robots_allowed_fetched(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    h = Harness(tmp_path, clock, robots=True)
+    try:
+        denied = await h.run("/private/x")
+        assert isinstance(denied, Failure) and denied.dead_reason is DeadReason.ROBOTS
+        assert isinstance(await h.run("/p/1"), Completion)
+        assert [c.request.url for c in h.fetcher.calls] == [SITE + "/robots.txt", SITE + "/p/1"]
+        assert h.fetcher.calls[1].request.check_hop is not None  # redirects are checked too
+    finally:
+        h.job.warc.close()
