@@ -300,6 +300,7 @@ class JobStats:
     oldest_queued_age: float = 0.0
     traps: int = 0  # dead(trap): links refused by trap guards and budgets
     duplicates: int = 0  # done requests whose body was the same as an earlier request's
+    gone: int = 0  # done with a final answer (404, 410, ...): dead links, not dead letters
     traps_by_domain: Mapping[str, int] = field(default_factory=dict)
     #: finished (done or dead) fetched requests by how many attempts they took
     attempts_histogram: Mapping[int, int] = field(default_factory=dict)

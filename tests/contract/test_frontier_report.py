@@ -187,3 +187,15 @@ async def test_lease__a_worker_gets_only_requests_of_its_fetcher_kinds(
     browser = await frontier.lease("B", 10, TTL, kinds=["browser"])
     assert [x.url for x in browser] == ["http://a.test/js"]
     assert browser[0].fetcher == "browser"
+
+
+async def test_stats__final_answers_are_done_and_counted_gone(frontier: Frontier) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(3))
+    a, b, c = await frontier.lease("A", 3, TTL)
+    await frontier.report(
+        "A", [Completion(a.ref, 404), Completion(b.ref, 410), Completion(c.ref, 200)]
+    )
+    stats = await frontier.stats("j")
+    assert (stats.done, stats.gone, stats.dead) == (3, 2, 0)
+    assert await frontier.dead_letters("j") == []

@@ -671,6 +671,7 @@ class PostgresFrontier:
             traps_by_domain=traps,
             attempts_histogram=histogram,
             duplicates=s[10],
+            gone=s[11],
         )
 
     async def is_finished(self, job: str) -> bool:

@@ -681,6 +681,7 @@ class SQLiteFrontier:
                 traps=sum(traps.values()),
                 traps_by_domain=traps,
                 duplicates=s[8] or 0,
+                gone=s[9] or 0,
                 attempts_histogram=dict(db.execute(Q["attempts_histogram"], (j.id,)).fetchall()),
             )
 

@@ -580,7 +580,8 @@ SELECT
     min(created_at) FILTER (WHERE state = 'queued' AND ready_at <= $1),
     (SELECT count(*) FROM records WHERE job_id = $2),
     (SELECT count(*) FROM quarantine WHERE job_id = $2),
-    count(*) FILTER (WHERE duplicate_of IS NOT NULL)
+    count(*) FILTER (WHERE duplicate_of IS NOT NULL),
+    count(*) FILTER (WHERE state = 'done' AND status >= 400)
 FROM requests WHERE job_id = $2;
 
 -- name: attempts_histogram

@@ -435,7 +435,8 @@ SELECT
     sum(attempts > 1),
     sum(CASE WHEN state IN ('done', 'dead') AND attempts > 0 THEN attempts - 1 ELSE 0 END),
     min(CASE WHEN state = 'queued' AND ready_at <= :now THEN created_at END),
-    sum(duplicate_of IS NOT NULL)
+    sum(duplicate_of IS NOT NULL),
+    sum(state = 'done' AND status >= 400)
 FROM requests WHERE job_id = :job_id;
 
 -- name: attempts_histogram
