@@ -1,0 +1,196 @@
+"""One page behind its selectors: lexbor's tree for CSS, lxml's (through parsel) for the rest.
+
+Each tree is built on first use, so a spider that only uses CSS never pays for lxml. The two
+parsers build the same tree for well-formed HTML with four exceptions this module evens out or
+reports, so that a CSS answer from lexbor is the answer parsel gives:
+
+* HTML5 implies ``<tbody>`` in a table, ``<head>`` and ``<body>``; libxml2 does not. Before a
+  query whose answer depends on them (``table > tr``, ``:first-child``, a bare ``*``),
+  ``reshape()`` unwraps implied ``tbody`` elements and removes an empty implied ``head`` or
+  ``body``. When some ``tbody`` tags are written and others implied, it cannot tell which
+  is which and says so (the query then runs through parsel).
+* the content of a ``<template>`` is not part of lexbor's tree but is of lxml's
+  (``has_templates``: every query on such a page runs through parsel).
+* in quirks mode (no or an old doctype) lexbor matches classes and ids case-insensitively, as
+  browsers do; cssselect's XPath never does (``quirks``: the query is rewritten).
+
+``lxml_at(node)`` finds the lxml element at a lexbor element's place: the same index among
+element siblings at every level from the root, where both parsers built the same siblings
+(compared by tag). That is how XPath, ``get()`` and ``re()`` of a CSS result see the same
+document parsel would.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+if TYPE_CHECKING:
+    from parsel import Selector as ParselSelector
+
+_WRITTEN = {tag: re.compile(rb"<" + tag + rb"[\s/>]", re.IGNORECASE) for tag in (b"head", b"body")}
+_TBODY = re.compile(rb"<tbody[\s/>]", re.IGNORECASE)
+
+
+class Document:
+    """A page's markup and the trees built from it.
+
+    ``markup`` is what lexbor parses (UTF-8 bytes or text, possibly capped); ``text`` is the
+    whole page as text for lxml, or a callable that decodes it on first use.
+    """
+
+    __slots__ = (
+        "_base_url",
+        "_lexbor",
+        "_markup",
+        "_parsel",
+        "_positions",
+        "_quirks",
+        "_shape",
+        "_templates",
+        "_text",
+        "answers",
+    )
+
+    def __init__(
+        self,
+        markup: bytes | str,
+        text: str | Callable[[], str],
+        base_url: str | None = None,
+    ) -> None:
+        self._markup: bytes | str | None = markup
+        self._text = text
+        self._base_url = base_url
+        self._lexbor: LexborHTMLParser | None = None
+        self._parsel: ParselSelector | None = None
+        self._templates: bool | None = None
+        self._quirks: bool | None = None
+        self._shape: bool | None = None
+        self._positions: dict[int, Any] = {}
+        #: parsel's answers to the queries run on the whole document, for ``Selector``
+        self.answers: dict[str, Any] = {}
+
+    @property
+    def lexbor(self) -> LexborHTMLParser:
+        if self._lexbor is None:
+            assert self._markup is not None
+            self._lexbor = LexborHTMLParser(self._markup)
+            self._markup = None  # the parser keeps its own copy (raw_html)
+        return self._lexbor
+
+    @property
+    def parsed(self) -> bool:
+        """Whether lexbor's tree exists yet."""
+        return self._lexbor is not None
+
+    @property
+    def text(self) -> str:
+        if not isinstance(self._text, str):
+            self._text = self._text()
+        return self._text
+
+    @property
+    def parsel(self) -> ParselSelector:
+        """parsel's selector of the whole page (lxml), the one ``Response.xpath`` uses."""
+        if self._parsel is None:
+            import parsel
+
+            self._parsel = parsel.Selector(text=self.text, base_url=self._base_url)
+        return self._parsel
+
+    def wrap(self, element: Any) -> ParselSelector:
+        """A parsel selector of one element of ``parsel``'s tree."""
+        return type(self.parsel)(root=element, type="html")
+
+    # -- what lexbor's tree can answer -------------------------------------------------------
+
+    @property
+    def has_templates(self) -> bool:
+        """Whether the page has a ``<template>`` (its content is outside lexbor's tree)."""
+        if self._templates is None:
+            self._templates = self.lexbor.css_first("template") is not None
+        return self._templates
+
+    @property
+    def quirks(self) -> bool:
+        """Whether lexbor parsed the page in quirks mode (classes match case-insensitively)."""
+        if self._quirks is None:
+            probe = self.lexbor.create_node("div")  # detached: the tree is unchanged
+            probe.attrs["class"] = "A"
+            self._quirks = probe.css_matches(".a")
+        return self._quirks
+
+    def reshape(self) -> bool:
+        """Bring lexbor's tree to lxml's shape (once); False if implied ``tbody`` is ambiguous."""
+        if self._shape is None:
+            self._shape = self._reshape()
+        return self._shape
+
+    def _reshape(self) -> bool:
+        tree = self.lexbor
+        source = tree.raw_html
+        for node, tag in ((tree.head, b"head"), (tree.body, b"body")):
+            if node is None or node.child is not None or node.attributes:
+                continue
+            if not _WRITTEN[tag].search(source):
+                node.decompose()  # implied and empty: libxml2 creates no such element
+        tables = tree.css("tbody")
+        if not tables:
+            return True
+        written = len(_TBODY.findall(source))
+        if written == 0:
+            tree.unwrap_tags(["tbody"])
+            return True
+        return written == len(tables)
+
+    # -- lexbor node -> lxml element ---------------------------------------------------------
+
+    def lxml_at(self, node: LexborNode) -> Any | None:
+        """The lxml element at ``node``'s place in the page, or ``None`` where the trees differ.
+
+        ``None`` too for a node outside the document (a copy made for a chained query).
+        """
+        self.reshape()  # positions are those of the reshaped tree
+        chain = []
+        current: LexborNode | None = node
+        while current is not None and current.is_element_node:
+            chain.append(current)
+            current = current.parent
+        if current is None or not current.is_document_node:
+            return None
+        found = self._positions
+        top = chain.pop()
+        if top.mem_id not in found:
+            root = self.parsel.root
+            found[top.mem_id] = root if getattr(root, "tag", None) == _tag(top) else None
+        element = found[top.mem_id]
+        parent = top
+        for child in reversed(chain):
+            if element is None:
+                return None
+            if child.mem_id not in found:
+                self._map_children(parent, element)
+            element, parent = found[child.mem_id], child
+        return element
+
+    def _map_children(self, parent: LexborNode, element: Any) -> None:
+        """Pair ``parent``'s element children with ``element``'s, if their tags agree."""
+        kids = []
+        child = parent.child
+        while child is not None:
+            if child.is_element_node:
+                kids.append(child)
+            child = child.next
+        theirs = [e for e in element if isinstance(e.tag, str)]  # not comments
+        same = len(kids) == len(theirs) and all(
+            _tag(k) == e.tag for k, e in zip(kids, theirs, strict=True)
+        )
+        for i, kid in enumerate(kids):
+            self._positions[kid.mem_id] = theirs[i] if same else None
+
+
+def _tag(node: LexborNode) -> str:
+    return (node.tag or "").lower()  # libxml2 lowercases SVG's camelCase names too
