@@ -9,8 +9,13 @@ reports, so that a CSS answer from lexbor is the answer parsel gives:
   ``reshape()`` unwraps implied ``tbody`` elements and removes an empty implied ``head`` or
   ``body``. When some ``tbody`` tags are written and others implied, it cannot tell which
   is which and says so (the query then runs through parsel).
-* the content of a ``<template>`` is not part of lexbor's tree but is of lxml's
-  (``has_templates``: every query on such a page runs through parsel).
+* the content of a ``<template>`` is not part of lexbor's tree but is of lxml's, and what
+  follows ``</body>`` (a late ``<script>``) is inside lexbor's ``body`` but outside lxml's
+  (``html`` even, where parsel's CSS never looks). ``same_elements`` is False for such a page:
+  every CSS query on it runs through parsel.
+* libxml2 keeps an ``<img>`` (or any other element) inside a ``<noscript>`` in ``<head>``;
+  HTML5 ends the head there and moves the rest of the head into the body. ``reshape()`` says
+  it cannot even that out when the head ends with a ``<noscript>``.
 * in quirks mode (no or an old doctype) lexbor matches classes and ids case-insensitively, as
   browsers do; cssselect's XPath never does (``quirks``: the query is rewritten).
 
@@ -33,6 +38,10 @@ if TYPE_CHECKING:
 
 _WRITTEN = {tag: re.compile(rb"<" + tag + rb"[\s/>]", re.IGNORECASE) for tag in (b"head", b"body")}
 _TBODY = re.compile(rb"<tbody[\s/>]", re.IGNORECASE)
+#: what may follow ``</body>`` without the two parsers placing anything differently
+_CLEAN_END = re.compile(
+    rb"</body\s*>(?:\s|<!--.*?-->)*(?:</html\s*>(?:\s|<!--.*?-->)*)?", re.I | re.S
+)
 
 
 class Document:
@@ -49,8 +58,8 @@ class Document:
         "_parsel",
         "_positions",
         "_quirks",
+        "_same",
         "_shape",
-        "_templates",
         "_text",
         "answers",
     )
@@ -66,7 +75,7 @@ class Document:
         self._base_url = base_url
         self._lexbor: LexborHTMLParser | None = None
         self._parsel: ParselSelector | None = None
-        self._templates: bool | None = None
+        self._same: bool | None = None
         self._quirks: bool | None = None
         self._shape: bool | None = None
         self._positions: dict[int, Any] = {}
@@ -85,6 +94,11 @@ class Document:
     def parsed(self) -> bool:
         """Whether lexbor's tree exists yet."""
         return self._lexbor is not None
+
+    @property
+    def lxml_parsed(self) -> bool:
+        """Whether lxml's tree exists yet (a spider that only uses CSS never builds it)."""
+        return self._parsel is not None
 
     @property
     def text(self) -> str:
@@ -108,11 +122,12 @@ class Document:
     # -- what lexbor's tree can answer -------------------------------------------------------
 
     @property
-    def has_templates(self) -> bool:
-        """Whether the page has a ``<template>`` (its content is outside lexbor's tree)."""
-        if self._templates is None:
-            self._templates = self.lexbor.css_first("template") is not None
-        return self._templates
+    def same_elements(self) -> bool:
+        """Whether lexbor's tree holds the elements lxml's does (see the module docstring)."""
+        if self._same is None:
+            tree = self.lexbor
+            self._same = not tree.tags("template") and _clean_end(tree.raw_html)
+        return self._same
 
     @property
     def quirks(self) -> bool:
@@ -137,6 +152,8 @@ class Document:
                 continue
             if not _WRITTEN[tag].search(source):
                 node.decompose()  # implied and empty: libxml2 creates no such element
+        if _head_cut_short(tree.head):
+            return False
         tables = tree.css("tbody")
         if not tables:
             return True
@@ -190,6 +207,25 @@ class Document:
         )
         for i, kid in enumerate(kids):
             self._positions[kid.mem_id] = theirs[i] if same else None
+
+
+def _clean_end(source: bytes) -> bool:
+    """Whether nothing but white space and comments follows the last ``</body>``."""
+    end = source.rfind(b"</body")  # from the end, where it usually is: fast
+    if end < 0:
+        end = source.rfind(b"</BODY")
+    if end < 0:
+        return True
+    match = _CLEAN_END.match(source, end)
+    return match is not None and match.end() == len(source)
+
+
+def _head_cut_short(head: LexborNode | None) -> bool:
+    """Whether the head ends with a ``<noscript>``: where HTML5 may have ended it early."""
+    last = None if head is None else head.last_child
+    while last is not None and not last.is_element_node:
+        last = last.prev
+    return last is not None and last.tag == "noscript"
 
 
 def _tag(node: LexborNode) -> str:

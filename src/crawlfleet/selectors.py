@@ -24,7 +24,8 @@ What runs where (``crawlfleet.css`` and ``crawlfleet.document`` say why):
   ``head`` or ``body`` type selectors; ``::text`` of ``html``, ``head``, ``body``, ``pre`` or
   ``textarea`` (the parsers place their edge whitespace differently); chained queries with ``+``
   or ``~``, or with combinators and pseudo-classes together; every CSS query on a page with a
-  ``<template>``, or whose ``tbody`` tags are partly implied.
+  ``<template>`` or with elements after ``</body>``; queries that depend on sibling order on a
+  page whose ``tbody`` tags are partly implied or whose head ends in a ``<noscript>``.
 
 XPath from a CSS result (``sel.xpath("../a/@href")``, ``following-sibling::``, ``//a``) runs on
 the page's lxml tree at that element, found by its place among its siblings when both parsers
@@ -92,7 +93,7 @@ def select(doc: Document, query: str, within: Selector | None = None) -> list[Ra
     parsel selectors of lxml elements, in document order.
     """
     compiled = compile_css(query)
-    if compiled.lexbor and not doc.has_templates and (not compiled.shape or doc.reshape()):
+    if compiled.lexbor and doc.same_elements and (not compiled.shape or doc.reshape()):
         context: Context | None = doc.lexbor if within is None else within._node
         if context is not None and (within is None or compiled.scoped):
             try:
