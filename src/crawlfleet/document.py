@@ -4,11 +4,11 @@ Each tree is built on first use, so a spider that only uses CSS never pays for l
 parsers build the same tree for well-formed HTML with four exceptions this module evens out or
 reports, so that a CSS answer from lexbor is the answer parsel gives:
 
-* HTML5 implies ``<tbody>`` in a table, ``<head>`` and ``<body>``; libxml2 does not. Before a
-  query whose answer depends on them (``table > tr``, ``:first-child``, a bare ``*``),
-  ``reshape()`` unwraps implied ``tbody`` elements and removes an empty implied ``head`` or
-  ``body``. When some ``tbody`` tags are written and others implied, it cannot tell which
-  is which and says so (the query then runs through parsel).
+* HTML5 implies ``<tbody>`` and ``<colgroup>`` in a table, ``<head>`` and ``<body>``; libxml2
+  does not. Before a query whose answer depends on them (``table > tr``, ``:first-child``, a
+  bare ``*``), ``reshape()`` unwraps implied ``tbody`` and ``colgroup`` elements and removes
+  an empty implied ``head`` or ``body``. When some ``tbody`` tags are written and others
+  implied, it cannot tell which is which and says so (the query then runs through parsel).
 * the content of a ``<template>`` is not part of lexbor's tree but is of lxml's, and what
   follows ``</body>`` (a late ``<script>``) is inside lexbor's ``body`` but outside lxml's
   (``html`` even, where parsel's CSS never looks). ``same_elements`` is False for such a page:
@@ -36,8 +36,13 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 if TYPE_CHECKING:
     from parsel import Selector as ParselSelector
 
-_WRITTEN = {tag: re.compile(rb"<" + tag + rb"[\s/>]", re.IGNORECASE) for tag in (b"head", b"body")}
-_TBODY = re.compile(rb"<tbody[\s/>]", re.IGNORECASE)
+
+def _start_tag(name: str) -> re.Pattern[bytes]:
+    return re.compile(rb"<" + name.encode() + rb"[\s/>]", re.IGNORECASE)
+
+
+_WRITTEN = {name: _start_tag(name) for name in ("head", "body")}
+_WRAPPERS = {name: _start_tag(name) for name in ("tbody", "colgroup")}
 #: what may follow ``</body>`` without the two parsers placing anything differently
 _CLEAN_END = re.compile(
     rb"</body\s*>(?:\s|<!--.*?-->)*(?:</html\s*>(?:\s|<!--.*?-->)*)?", re.I | re.S
@@ -139,7 +144,7 @@ class Document:
         return self._quirks
 
     def reshape(self) -> bool:
-        """Bring lexbor's tree to lxml's shape (once); False if implied ``tbody`` is ambiguous."""
+        """Bring lexbor's tree to lxml's shape (once); False where that cannot be done."""
         if self._shape is None:
             self._shape = self._reshape()
         return self._shape
@@ -147,21 +152,23 @@ class Document:
     def _reshape(self) -> bool:
         tree = self.lexbor
         source = tree.raw_html
-        for node, tag in ((tree.head, b"head"), (tree.body, b"body")):
+        for node, name in ((tree.head, "head"), (tree.body, "body")):
             if node is None or node.child is not None or node.attributes:
                 continue
-            if not _WRITTEN[tag].search(source):
+            if not _WRITTEN[name].search(source):
                 node.decompose()  # implied and empty: libxml2 creates no such element
         if _head_cut_short(tree.head):
             return False
-        tables = tree.css("tbody")
-        if not tables:
-            return True
-        written = len(_TBODY.findall(source))
-        if written == 0:
-            tree.unwrap_tags(["tbody"])
-            return True
-        return written == len(tables)
+        for name, pattern in _WRAPPERS.items():
+            found = tree.tags(name)
+            if not found:
+                continue
+            written = len(pattern.findall(source))
+            if written == 0:
+                tree.unwrap_tags([name])
+            elif written != len(found):
+                return False  # some written, some implied: which is which is lost
+        return True
 
     # -- lexbor node -> lxml element ---------------------------------------------------------
 

@@ -15,9 +15,9 @@ What runs where (``crawlfleet.css`` and ``crawlfleet.document`` say why):
 
 * on lexbor (fast): CSS queries with type, class, id and attribute tests, combinators,
   ``:is``/``:where``/``:not``/``:has`` and the structural pseudo-classes; their ``::text``,
-  ``::attr()``, ``.attrib`` and ``follow_all``. Elements HTML5 implies (``tbody``, an empty
-  ``head`` or ``body``) are taken out first when the query could see them; ids and classes are
-  compared case-sensitively in quirks mode as well.
+  ``::attr()``, ``.attrib`` and ``follow_all``. Elements HTML5 implies (``tbody``,
+  ``colgroup``, an empty ``head`` or ``body``) are taken out first when the query could see
+  them; ids and classes are compared case-sensitively in quirks mode as well.
 * on parsel, for that call only (same answer, slower): XPath; ``get()``/``re()`` of an element;
   CSS with ``:contains()``, ``:lang()``, ``:checked`` and the other form or user-action
   pseudo-classes, namespaces, value tests on attributes lxml fills in (``[selected=selected]``),
@@ -31,28 +31,24 @@ XPath from a CSS result (``sel.xpath("../a/@href")``, ``following-sibling::``, `
 the page's lxml tree at that element, found by its place among its siblings when both parsers
 built the same siblings up to it, else as the same-numbered answer of parsel to the same CSS
 query. The two parsers still repair some broken markup differently (a ``<div>`` inside a table
-row, misnested ``<b><i></b></i>``, ``<img>`` in ``<head>``); on such pages a CSS answer is that
-of lexbor's tree, the one browsers build.
+row, misnested ``<b><i></b></i>``, a stray ``</p>``); on such pages a CSS answer is that of
+lexbor's tree, the one browsers build. One difference is kept on purpose: ``attrib`` of a
+string is ``{}`` (parsel raises ``AttributeError``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable
 from re import Pattern
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
-from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
+from selectolax.lexbor import LexborNode
 from w3lib.html import replace_entities
 
-from crawlfleet.css import (
-    BOOLEAN_ATTRIBUTES,
-    CompiledCss,
-    CssExpressionError,
-    CssGroup,
-    CssSyntaxError,
-    compile_css,
-)
+from crawlfleet.css import BOOLEAN_ATTRIBUTES, CssExpressionError, CssSyntaxError, compile_css
 from crawlfleet.document import Document
+from crawlfleet.query import Raw, is_element, select
 
 if TYPE_CHECKING:
     import parsel
@@ -70,169 +66,9 @@ __all__ = [
     "wrap_parsel",
 ]
 
-#: anything lexbor can run a CSS query against: a whole document or one element
-Context = LexborHTMLParser | LexborNode
-#: one raw result: a lexbor element, a string (text or attribute value), or a parsel element
-Raw = Any
-#: elements whose direct text the two parsers build differently (whitespace at the edges of
-#: html/head/body, the first newline of pre/textarea)
-_TEXT_DIFFERS = frozenset({"html", "head", "body", "pre", "textarea", "listing"})
-
-
-class _AskParsel(Exception):
-    """lexbor's answer would differ from parsel's: run the query through parsel."""
-
-
-# -- running a query -------------------------------------------------------------------------
-
-
-def select(doc: Document, query: str, within: Selector | None = None) -> list[Raw]:
-    """Run a Scrapy-style CSS ``query`` on the page, or chained within an element's subtree.
-
-    Returns lexbor elements, strings (``::text``, ``::attr()``) and, where parsel answered,
-    parsel selectors of lxml elements, in document order.
-    """
-    compiled = compile_css(query)
-    if compiled.lexbor and doc.same_elements and (not compiled.shape or doc.reshape()):
-        context: Context | None = doc.lexbor if within is None else within._node
-        if context is not None and (within is None or compiled.scoped):
-            try:
-                return _on_lexbor(context, compiled, compiled.classes and doc.quirks)
-            except _AskParsel:
-                pass
-    return _on_parsel(doc, query, within)
-
-
-def css(doc: Document, query: str) -> SelectorList:
-    """``select`` on the whole page, as a ``SelectorList``."""
-    return _wrap(doc, select(doc, query), None, query)
-
-
-def _on_parsel(doc: Document, query: str, within: Selector | None) -> list[Raw]:
-    base = doc.parsel if within is None else within._counterpart()
-    if base is None:
-        return []
-    return [sel if _is_element(sel) else str(sel.get()) for sel in base.css(query)]
-
-
-def _on_lexbor(context: Context, compiled: CompiledCss, quirks: bool) -> list[Raw]:
-    if compiled.complex and isinstance(context, LexborNode):
-        # lexbor matches combinators against the whole document (querySelectorAll); parsel
-        # only within the context. A detached copy of the subtree has no outside to match.
-        context = context.clone()
-    if compiled.single:  # one query, one pass: lexbor returns a union in document order
-        css = compiled.quirks_css if quirks else compiled.css
-        nodes = _run(context, css)
-        return _extract(context, nodes, compiled.groups[0], css, compiled.nested)
-    return _merge(context, compiled.groups, quirks)
-
-
-def _css(group: CssGroup, quirks: bool) -> str:
-    return group.quirks_css if quirks else group.css
-
-
-def _run(context: Context, css: str) -> list[LexborNode]:
-    try:
-        return context.css(css)
-    except SelectolaxError as exc:  # a form cssselect accepts and lexbor does not
-        raise _AskParsel from exc
-
-
-def _attr_value(node: LexborNode, name: str) -> str | None:
-    attrs = node.attrs
-    if name not in attrs:
-        return None
-    value = attrs.get(name)
-    if value is None:  # written without a value: libxml2 fills in its known boolean ones
-        return name if name in BOOLEAN_ATTRIBUTES else ""
-    return value
-
-
-def _widen(nodes: list[LexborNode], with_text: bool) -> Iterator[LexborNode]:
-    """Each node and everything inside it, in document order, nested matches only once."""
-    seen: set[int] = set()
-    for node in nodes:
-        if node.mem_id in seen:
-            continue  # inside an earlier match: already walked
-        for inner in node.traverse(include_text=with_text):
-            seen.add(inner.mem_id)
-            yield inner
-
-
-def _texts_of(owners: Iterable[LexborNode]) -> Iterator[LexborNode]:
-    for owner in owners:
-        if owner.tag in _TEXT_DIFFERS:
-            raise _AskParsel
-        yield from (c for c in owner.iter(include_text=True) if c.is_text_node)
-
-
-def _text_nodes(
-    context: Context, nodes: list[LexborNode], group: CssGroup, css: str, nested: bool
-) -> Iterator[LexborNode]:
-    """Text nodes of the matched elements (and of everything inside them when ``deep``)."""
-    if group.deep:
-        for node in _widen(nodes, True):
-            if node.is_text_node:
-                yield node
-            elif node.tag in _TEXT_DIFFERS:
-                raise _AskParsel
-    elif len(nodes) > 1 and (nested or context.css_first(f"{css} {css}") is not None):
-        # A text after a nested match comes after that match's texts: walk in document order.
-        if any(n.tag in _TEXT_DIFFERS for n in nodes):
-            raise _AskParsel
-        matched = {n.mem_id for n in nodes}
-        for node in _widen(nodes, True):
-            if node.is_text_node and (parent := node.parent) and parent.mem_id in matched:
-                yield node
-    else:
-        yield from _texts_of(nodes)
-
-
-def _attr_owners(nodes: list[LexborNode], group: CssGroup) -> Iterator[tuple[LexborNode, str]]:
-    for node in _widen(nodes, False) if group.deep else nodes:
-        if node.is_element_node and (value := _attr_value(node, group.attr)) is not None:
-            yield node, value
-
-
-def _extract(
-    context: Context, nodes: list[LexborNode], group: CssGroup, css: str, nested: bool
-) -> list[Raw]:
-    """Apply ``group``'s pseudo-element to the elements lexbor matched."""
-    if not group.pseudo:
-        return list(nodes)
-    if group.pseudo == "text":
-        return [n.text_content or "" for n in _text_nodes(context, nodes, group, css, nested)]
-    return [value for _, value in _attr_owners(nodes, group)]
-
-
-def _merge(context: Context, groups: tuple[CssGroup, ...], quirks: bool) -> list[Raw]:
-    """Groups with different pseudo-elements: union them in document order, as XPath does."""
-    root = context.root if isinstance(context, LexborHTMLParser) else context
-    if root is None:
-        return []
-    position = {n.mem_id: i for i, n in enumerate(root.traverse(include_text=True))}
-    # Keys sort like XPath document order: an element, then its attributes, then its content;
-    # a node two groups both select is kept once.
-    found: dict[tuple[int, int, int], Raw] = {}
-    for group in groups:
-        css = _css(group, quirks)
-        nodes = _run(context, css)
-        if not group.pseudo:
-            found.update(((position[n.mem_id], 0, 0), n) for n in nodes)
-        elif group.pseudo == "text":
-            for text in _text_nodes(context, nodes, group, css, True):
-                found[(position[text.mem_id], 0, 0)] = text.text_content or ""
-        else:
-            for owner, value in _attr_owners(nodes, group):
-                index = [name.lower() for name in owner.attributes].index(group.attr)
-                found[(position[owner.mem_id], 1, index)] = value
-    return [found[key] for key in sorted(found)]
-
 
 def extract_regex(regex: str | Pattern[str], text: str, replace: bool = True) -> list[str]:
     """parsel's ``re()``: all matches, or the groups, or the group named ``extract``."""
-    import re
-
     pattern = re.compile(regex) if isinstance(regex, str) else regex
     if "extract" in pattern.groupindex:
         match = pattern.search(text)
@@ -249,14 +85,14 @@ def extract_regex(regex: str | Pattern[str], text: str, replace: bool = True) ->
 # -- results ---------------------------------------------------------------------------------
 
 
-def _is_element(sel: parsel.Selector) -> bool:
-    root = sel.root
-    return hasattr(root, "tag") and not isinstance(root, str)
+def css(doc: Document, query: str) -> SelectorList:
+    """``select`` on the whole page, as a ``SelectorList``."""
+    return _wrap(doc, select(doc, query), None, query)
 
 
 def wrap_parsel(results: Iterable[parsel.Selector]) -> SelectorList:
     """parsel results as ours: strings (text, attributes, numbers) become string selectors."""
-    return SelectorList(Selector(s if _is_element(s) else str(s.get())) for s in results)
+    return SelectorList(Selector(s if is_element(s) else str(s.get())) for s in results)
 
 
 def _wrap(doc: Document, raws: list[Raw], parent: Selector | None, query: str) -> SelectorList:
@@ -323,7 +159,7 @@ class Selector:
     def get(self) -> str:
         if self._value is not None:
             return self._value
-        psel = self._counterpart()
+        psel = self.as_parsel()
         if psel is not None:
             return str(psel.get())
         assert self._node is not None  # an element lxml's tree does not have
@@ -358,7 +194,7 @@ class Selector:
     def xpath(self, query: str, **ns_vars: Any) -> SelectorList:
         """XPath 1.0 through parsel, on the page's lxml tree (an element of a CSS result is
         found there); ``ns_vars`` are parsel's ``namespaces=`` and XPath variables."""
-        psel = self._counterpart()
+        psel = self.as_parsel()
         if psel is not None:
             return wrap_parsel(psel.xpath(query, **ns_vars))
         if self._value is not None and query.strip() == ".":
@@ -391,8 +227,11 @@ class Selector:
         query = f"query={self._origin.query!r} " if self._origin is not None else ""
         return f"<Selector {query}data={data[:40] + '...' if len(data) > 40 else data!r}>"
 
-    def _counterpart(self) -> parsel.Selector | None:
-        """parsel's selector of this element in the page's lxml tree (found on first use)."""
+    def as_parsel(self) -> parsel.Selector | None:
+        """This element as a parsel selector on the page's lxml tree (what XPath runs on).
+
+        ``None`` for strings, and for an element lxml's tree does not have.
+        """
         if self._psel is None and self._node is not None and self._origin is not None:
             doc = self._origin.doc
             element = doc.lxml_at(self._node)
@@ -407,7 +246,7 @@ class Selector:
         origin = self._origin
         assert origin is not None
         parent = origin.parent
-        base = origin.doc.parsel if parent is None else parent._counterpart()
+        base = origin.doc.parsel if parent is None else parent.as_parsel()
         if base is None:
             return None
         cache = origin.doc.answers if parent is None else parent._answers_cache()
