@@ -11,8 +11,8 @@ reports, so that a CSS answer from lexbor is the answer parsel gives:
   implied, it cannot tell which is which and says so (the query then runs through parsel).
 * the content of a ``<template>`` is not part of lexbor's tree but is of lxml's, and what
   follows ``</body>`` (a late ``<script>``) is inside lexbor's ``body`` but outside lxml's
-  (``html`` even, where parsel's CSS never looks). ``same_elements`` is False for such a page:
-  every CSS query on it runs through parsel.
+  (``html`` even, where parsel's CSS never looks). ``tree_for()`` gives no tree for such a
+  page: every CSS query on it runs through parsel.
 * libxml2 keeps an ``<img>`` (or any other element) inside a ``<noscript>`` in ``<head>``;
   HTML5 ends the head there and moves the rest of the head into the body. ``reshape()`` says
   it cannot even that out when the head ends with a ``<noscript>``.
@@ -126,13 +126,15 @@ class Document:
 
     # -- what lexbor's tree can answer -------------------------------------------------------
 
-    @property
-    def same_elements(self) -> bool:
-        """Whether lexbor's tree holds the elements lxml's does (see the module docstring)."""
+    def tree_for(self, shape: bool) -> LexborHTMLParser | None:
+        """lexbor's tree if a CSS query can run on it, reshaped first if ``shape`` (the query
+        depends on sibling order or implied elements); ``None`` if only parsel can answer."""
         if self._same is None:
             tree = self.lexbor
             self._same = not tree.tags("template") and _clean_end(tree.raw_html)
-        return self._same
+        if not self._same or (shape and not self.reshape()):
+            return None
+        return self._lexbor
 
     @property
     def quirks(self) -> bool:

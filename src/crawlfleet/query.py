@@ -7,7 +7,7 @@ nodes and strings) so that ``follow_all`` can build requests without a ``Selecto
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
@@ -43,8 +43,9 @@ def select(doc: Document, query: str, within: Selector | None = None) -> list[Ra
     # a chained query with combinators runs on a copy of the context's subtree: copy it from
     # the reshaped tree
     shape = compiled.shape or (within is not None and compiled.complex)
-    if compiled.lexbor and doc.same_elements and (not shape or doc.reshape()):
-        context = doc.lexbor if within is None else within.root
+    tree = doc.tree_for(shape) if compiled.lexbor else None
+    if tree is not None:
+        context = tree if within is None else within.root
         if isinstance(context, Context) and (within is None or compiled.scoped):
             try:
                 return _on_lexbor(context, compiled, compiled.classes and doc.quirks)
@@ -111,13 +112,6 @@ def _widen(nodes: list[LexborNode], with_text: bool) -> Iterator[LexborNode]:
             yield inner
 
 
-def _texts_of(owners: Iterable[LexborNode]) -> Iterator[LexborNode]:
-    for owner in owners:
-        if owner.tag in _TEXT_DIFFERS:
-            raise _AskParsel
-        yield from (c for c in owner.iter(include_text=True) if c.is_text_node)
-
-
 def _text_nodes(
     context: Context, nodes: list[LexborNode], group: CssGroup, css: str, nested: bool
 ) -> Iterator[LexborNode]:
@@ -137,7 +131,10 @@ def _text_nodes(
             if node.is_text_node and (parent := node.parent) and parent.mem_id in matched:
                 yield node
     else:
-        yield from _texts_of(nodes)
+        for owner in nodes:
+            if owner.tag in _TEXT_DIFFERS:
+                raise _AskParsel
+            yield from (c for c in owner.iter(include_text=True) if c.is_text_node)
 
 
 def _attr_owners(nodes: list[LexborNode], group: CssGroup) -> Iterator[tuple[LexborNode, str]]:

@@ -314,12 +314,15 @@ def _link_requests(
     for raw in raws:
         if isinstance(raw, str):
             href = raw.strip(_HTML_SPACE)
-        elif isinstance(raw, LexborNode):
-            if raw.tag not in LINK_TAGS:
-                continue  # not a link element: skipped, as Scrapy's follow_all does
-            href = (raw.attrs.get("href") or "").strip(_HTML_SPACE)
-        else:  # an element parsel found
-            href = _href_of(Selector(raw), strict=False) or ""
+        else:
+            try:
+                tag = raw.tag
+            except AttributeError:  # a parsel selector: the query ran through parsel
+                href = _href_of(Selector(raw), strict=False) or ""
+            else:
+                if tag not in LINK_TAGS:
+                    continue  # not a link element: skipped, as Scrapy's follow_all does
+                href = (raw.attrs.get("href") or "").strip(_HTML_SPACE)
         if href:
             yield (
                 Request.link(href, callback, base) if plain else Request(href, callback, **kwargs)

@@ -584,6 +584,53 @@ def test_common_css_never_builds_lxmls_tree() -> None:
 
 
 @pytest.mark.parametrize(
+    ("query", "on_lexbor"),
+    [
+        ("small.author::text", True),
+        ("ul > li:nth-child(2) a::attr(href)", True),
+        ("div.quote + div.quote span", True),
+        ("a:not(.tag):is([href^='/'])", True),
+        ("div:has(> small)", True),
+        ("[itemprop=text i]", True),
+        ("a:contains(about)", False),
+        ("span:lang(en)", False),
+        ("input:checked", False),
+        ("a:hover", False),
+        ("*|a", False),
+        ("a[href!='/']", False),
+        ("input[checked=checked]", False),
+        ("head title", False),
+        ("body a", False),
+        ("a::attr(HREF)", False),
+    ],
+)
+def test_which_queries_parsel_answers(query: str, on_lexbor: bool) -> None:
+    """The documented split (``crawlfleet.selectors``): lxml's tree is built only for the
+    queries lexbor cannot answer as parsel does, and the answers agree either way."""
+    page = ours(QUOTES)
+    found = page.css(query)
+    assert page._doc is not None and page._doc.lxml_parsed is not on_lexbor
+    assert found.getall() == theirs(QUOTES).css(query).getall()  # get() of elements: lxml's
+
+
+@pytest.mark.parametrize(
+    ("html", "query"),
+    [
+        ("<div><template><a href=/t>t</a></template><a href=/a>a</a></div>", "a::text"),
+        ("<body><a href=/a>a</a></body><a href=/late>late</a>", "a::text"),
+        ("<p>x</p>", "body::text"),
+        ("<pre>\nx</pre>", "pre::text"),
+        ("<table><tbody><tr><td>1</tbody></table><table><tr><td>2</table>", "tr > td::text"),
+    ],
+)
+def test_pages_parsel_answers(html: str, query: str) -> None:
+    page = ours(html)
+    found = page.css(query)
+    assert page._doc is not None and page._doc.lxml_parsed
+    assert found.getall() == theirs(html).css(query).getall()
+
+
+@pytest.mark.parametrize(
     "query",
     ["a", "a.tag", "li.next a", "div.quote + div.quote a", "a:contains(about)", "a::attr(href)"],
 )
