@@ -79,6 +79,8 @@ _STRUCTURAL = frozenset(
 _NTH = frozenset({"nth-child", "nth-last-child", "nth-of-type", "nth-last-of-type"})
 #: elements lexbor's HTML5 tree and libxml2's tree place differently (see Document)
 _UNSTABLE_TYPES = frozenset({"head", "body"})
+#: elements HTML5 implies and libxml2 does not (see Document.reshape)
+_IMPLIED = frozenset({"tbody", "colgroup", "head", "body"})
 _OPERATORS = frozenset({"exists", "=", "~=", "|=", "^=", "$=", "*="})
 
 
@@ -213,7 +215,7 @@ class _Flags:
         shape = (
             any(c != " " for c in [*combinators, *nested])
             or any(isinstance(n, Pseudo | Function | Relation) for n in nodes)
-            or any(isinstance(n, Element) and n.element == "tbody" for n in nodes)
+            or any(isinstance(n, Element) and (n.element or "").lower() in _IMPLIED for n in nodes)
             or any(map(_may_be_implied, compounds))
         )
         looks_around = any(isinstance(n, _PSEUDO_CLASSES) for n in nodes)
@@ -268,8 +270,8 @@ def _lexbor_agrees(node: Any) -> bool:
     """Whether lexbor evaluates this node of a parse tree as cssselect's XPath does."""
     if isinstance(node, Element):
         return not node.namespace and (node.element or "").lower() not in _UNSTABLE_TYPES
-    if isinstance(node, Attrib):
-        if node.namespace or node.operator not in _OPERATORS or node.attrib != node.attrib.lower():
+    if isinstance(node, Attrib):  # names in lower case, as cssselect's HTML translator has them
+        if node.namespace or node.operator not in _OPERATORS:
             return False
         return node.operator == "exists" or node.attrib.lower() not in BOOLEAN_ATTRIBUTES
     if isinstance(node, Pseudo):
@@ -294,7 +296,7 @@ def _may_be_implied(compound: Any) -> bool:
         if isinstance(node, Class | Hash | Attrib):
             return False
         node = node.selector
-    return (node.element or "*").lower() in {"*", "tbody", "head", "body"}
+    return (node.element or "*").lower() in {"*", *_IMPLIED}
 
 
 # -- rendering cssselect's tree as CSS for lexbor ----------------------------------------------

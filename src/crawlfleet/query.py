@@ -95,7 +95,15 @@ def attr_value(node: LexborNode, name: str) -> str | None:
     attrs = node.attrs
     if name not in attrs:
         return None
-    value = attrs.get(name)
+    return _as_lxml(name, attrs.get(name))
+
+
+def attributes(node: LexborNode) -> dict[str, str]:
+    """All of an element's attributes as lxml reads them (names in lower case, as in lxml)."""
+    return {name.lower(): _as_lxml(name.lower(), v) for name, v in node.attributes.items()}
+
+
+def _as_lxml(name: str, value: str | None) -> str:
     if value is None:  # written without a value: libxml2 fills in its known boolean ones
         return name if name in BOOLEAN_ATTRIBUTES else ""
     return value

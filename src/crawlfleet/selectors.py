@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 from selectolax.lexbor import LexborNode
 from w3lib.html import replace_entities
 
-from crawlfleet.css import BOOLEAN_ATTRIBUTES, CssExpressionError, CssSyntaxError, compile_css
+from crawlfleet.css import CssExpressionError, CssSyntaxError, compile_css
 from crawlfleet.document import Document
-from crawlfleet.query import Raw, is_element, select
+from crawlfleet.query import Raw, attributes, is_element, select
 
 if TYPE_CHECKING:
     import parsel
@@ -92,13 +92,17 @@ def css(doc: Document, query: str) -> SelectorList:
 
 def wrap_parsel(results: Iterable[parsel.Selector]) -> SelectorList:
     """parsel results as ours: strings (text, attributes, numbers) become string selectors."""
-    return SelectorList(Selector(s if is_element(s) else str(s.get())) for s in results)
+    return SelectorList(
+        Selector(s if is_element(s) else str(s.get()), query=s._expr) for s in results
+    )
 
 
 def _wrap(doc: Document, raws: list[Raw], parent: Selector | None, query: str) -> SelectorList:
     return SelectorList(
         [
-            Selector(raw, _Origin(doc, parent, query, i) if type(raw) is LexborNode else None)
+            Selector(raw, _Origin(doc, parent, query, i), query)
+            if type(raw) is LexborNode
+            else Selector(raw, None, query)
             for i, raw in enumerate(raws)
         ]
     )
@@ -125,11 +129,15 @@ class Selector:
     element for parsel's, or the string). ``bool()`` is false for an empty string, as in parsel.
     """
 
-    __slots__ = ("_answers", "_node", "_origin", "_psel", "_value")
+    __slots__ = ("_answers", "_node", "_origin", "_psel", "_query", "_value")
 
     def __init__(
-        self, root: LexborNode | str | parsel.Selector, origin: _Origin | None = None
+        self,
+        root: LexborNode | str | parsel.Selector,
+        origin: _Origin | None = None,
+        query: str | None = None,
     ) -> None:
+        self._query = query  # what found it, for repr
         self._node: LexborNode | None = None
         self._value: str | None = None
         self._psel: parsel.Selector | None = None
@@ -173,12 +181,8 @@ class Selector:
     @property
     def attrib(self) -> dict[str, str]:
         """The element's attributes as lxml reads them (``{}`` for strings)."""
-        node = self._node
-        if node is not None:
-            return {
-                k.lower(): v if v is not None else (k if k in BOOLEAN_ATTRIBUTES else "")
-                for k, v in node.attributes.items()
-            }
+        if self._node is not None:
+            return attributes(self._node)
         if self._psel is not None:
             return dict(self._psel.attrib)
         return {}
@@ -219,13 +223,14 @@ class Selector:
         return self.get()
 
     def __repr__(self) -> str:
+        """parsel's form; an element's data is lexbor's serialisation (a repr builds no tree)."""
         data = self._value or ""
-        if self._node is not None:  # lexbor's serialisation: no reason to build lxml's tree
+        if self._node is not None:
             data = self._node.html or ""
         elif self._psel is not None:
             data = str(self._psel.get())
-        query = f"query={self._origin.query!r} " if self._origin is not None else ""
-        return f"<Selector {query}data={data[:40] + '...' if len(data) > 40 else data!r}>"
+        shown = data if len(data) <= 40 else data[:37] + "..."
+        return f"<Selector query={self._query!r} data={shown!r}>"
 
     def as_parsel(self) -> parsel.Selector | None:
         """This element as a parsel selector on the page's lxml tree (what XPath runs on).
