@@ -456,6 +456,25 @@ def test_truthiness(expression: Callable[[Any], Any]) -> None:
     same(QUOTES + '<p><span title=""></span></p>', expression)
 
 
+@pytest.mark.parametrize("query", ["svg|rect", "ns|a::text"])
+def test_namespace_prefixes_in_css_fail_as_in_parsel(query: str) -> None:
+    # HTML has no namespaces in lxml's tree: parsel's XPath has an undefined prefix
+    with pytest.raises(ValueError, match="XPath error") as expected:
+        theirs(QUOTES).css(query)
+    with pytest.raises(ValueError, match="XPath error") as raised:
+        ours(QUOTES).css(query)
+    assert str(raised.value) == str(expected.value)
+
+
+def test_a_css_result_is_an_element_of_the_xpath_tree() -> None:
+    page = ours(QUOTES)
+    author = page.css("small.author")[1]
+    found = author.as_parsel()
+    assert found is not None
+    assert found.root is page.xpath("//small[@class='author']")[1].root
+    assert page.css("small.author::text")[0].as_parsel() is None
+
+
 def test_xpath_errors_are_parsels() -> None:
     with pytest.raises(ValueError, match="XPath error") as raised:
         ours(QUOTES).css("div.quote")[0].xpath("//a[")
