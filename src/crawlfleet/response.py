@@ -9,8 +9,8 @@ Everything is lazy, so a page costs only what its spider uses:
   pages (inlined JSON, minified bundles) are where its time explodes, and links or fields past
   the first 4 MiB of an HTML page are vanishingly rare. ``.text``, ``.body`` and ``.xpath()``
   always see the whole page.
-* ``.xpath()`` builds a parsel (lxml) tree on first use; a spider that only uses CSS never pays
-  for lxml.
+* ``.xpath()`` builds a parsel (lxml) tree on first use, as do the selector calls that need it
+  (``crawlfleet.selectors`` lists them); a spider that only uses CSS never pays for lxml.
 
 Links are never joined here: ``follow`` hands the href and the page's base URL (``<base href>``
 or the final URL) to ``Request``, which joins lazily.
@@ -19,14 +19,15 @@ or the final URL) to ``Request``, which joins lazily.
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urljoin
 
 from multidict import CIMultiDict, CIMultiDictProxy
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborNode
 from w3lib.encoding import (
     html_body_declared_encoding,
     http_content_type_encoding,
@@ -34,11 +35,8 @@ from w3lib.encoding import (
     resolve_encoding,
 )
 
-from crawlfleet.selectors import Selector, SelectorList, select, wrap_parsel
+from crawlfleet.selectors import Document, Selector, SelectorList, css, select, wrap_parsel
 from crawlfleet.spider import Callback, Request
-
-if TYPE_CHECKING:
-    import parsel
 
 __all__ = ["Headers", "Response", "Selector", "SelectorList", "detect_encoding"]
 
@@ -133,10 +131,9 @@ class Response:
         "_base_url",
         "_bom",
         "_declared",
+        "_doc",
         "_encoding",
-        "_parsel",
         "_text",
-        "_tree",
         "body",
         "depth",
         "headers",
@@ -169,8 +166,7 @@ class Response:
         self._encoding: str | None = None
         self._bom = 0
         self._text: str | None = None
-        self._tree: LexborHTMLParser | None = None
-        self._parsel: parsel.Selector | None = None
+        self._doc: Document | None = None
         self._base_url: str | None = None
 
     def __repr__(self) -> str:
@@ -192,7 +188,7 @@ class Response:
     def text(self) -> str:
         """The body decoded (byte-order mark dropped, undecodable bytes as U+FFFD)."""
         if self._text is None:
-            self._text = self.body[self._bom_length() :].decode(self.encoding, errors="replace")
+            self._text = _decode(self.body, self._bom_length(), self.encoding)
         return self._text
 
     def _bom_length(self) -> int:
@@ -205,26 +201,31 @@ class Response:
 
     # -- selectors ---------------------------------------------------------------------------
 
-    def _parsed(self) -> LexborHTMLParser:
-        if self._tree is None:
+    def _document(self) -> Document:
+        if self._doc is None:
+            start = self._bom_length()
+            text: str | functools.partial[str]
+            if self._text is not None:
+                text = self._text
+            else:  # a spider that only uses CSS never decodes a UTF-8 page
+                text = functools.partial(_decode, self.body, start, self.encoding)
             if self.encoding == "utf-8":  # lexbor reads UTF-8 bytes itself: skip decoding
-                start = self._bom_length()
-                self._tree = LexborHTMLParser(self.body[start : start + self.max_parse_size])
+                markup: bytes | str = self.body[start : start + self.max_parse_size]
             else:
-                self._tree = LexborHTMLParser(self.text[: self.max_parse_size])
-        return self._tree
+                markup = self.text[: self.max_parse_size]
+            self._doc = Document(markup, text, self.url)
+        return self._doc
 
     def css(self, query: str) -> SelectorList:
-        """Scrapy-style CSS: ``"h1::text"``, ``"a::attr(href)"``, ``"div ::text"``, groups."""
-        return SelectorList(Selector(raw) for raw in select(self._parsed(), query))
+        """Scrapy-style CSS: ``"h1::text"``, ``"a::attr(href)"``, ``"div ::text"``, groups.
+
+        The answers are parsel's; ``crawlfleet.selectors`` says which calls parsel runs.
+        """
+        return css(self._document(), query)
 
     def xpath(self, query: str, **ns_vars: Any) -> SelectorList:
         """XPath 1.0 through parsel (lxml), over the whole page; ``ns_vars`` are its variables."""
-        if self._parsel is None:
-            import parsel
-
-            self._parsel = parsel.Selector(text=self.text, base_url=self.url)
-        return wrap_parsel(self._parsel.xpath(query, **ns_vars))
+        return wrap_parsel(self._document().parsel.xpath(query, **ns_vars))
 
     # -- links -------------------------------------------------------------------------------
 
@@ -237,9 +238,11 @@ class Response:
 
     def _find_base(self) -> str:
         # Parsing only to look for <base> would be a waste: look at the bytes first.
-        if self._tree is None and not _MAY_HAVE_BASE.search(self.body[: self.max_parse_size]):
+        if (self._doc is None or not self._doc.parsed) and not _MAY_HAVE_BASE.search(
+            self.body[: self.max_parse_size]
+        ):
             return self.url
-        node = self._parsed().css_first("base[href]")
+        node = self._document().lexbor.css_first("base[href]")
         href = (node.attrs.get("href") or "").strip(_HTML_SPACE) if node is not None else ""
         return urljoin(self.url, href) if href else self.url
 
@@ -286,7 +289,7 @@ class Response:
         if isinstance(css_or_urls, str):
             css_or_urls, css = None, css_or_urls
         if css is not None:
-            raws = select(self._parsed(), css)
+            raws = select(self._document(), css)
             request_kwargs.setdefault("base", self.base_url)
             return _link_requests(raws, callback, request_kwargs)
         hrefs: Iterable[str | None]
@@ -298,8 +301,12 @@ class Response:
         return (Request(href, callback, **request_kwargs) for href in hrefs if href)
 
 
+def _decode(body: bytes, start: int, codec: str) -> str:
+    return body[start:].decode(codec, errors="replace")
+
+
 def _link_requests(
-    raws: list[LexborNode | str], callback: Callback | None, kwargs: dict[str, Any]
+    raws: list[Any], callback: Callback | None, kwargs: dict[str, Any]
 ) -> Iterator[Request]:
     """Requests straight from lexbor results: the hottest path, so no Selector objects."""
     base: str = kwargs.get("base") or ""
@@ -307,10 +314,15 @@ def _link_requests(
     for raw in raws:
         if isinstance(raw, str):
             href = raw.strip(_HTML_SPACE)
-        elif raw.tag in LINK_TAGS:
-            href = (raw.attrs.get("href") or "").strip(_HTML_SPACE)
         else:
-            continue  # not a link element: skipped, as Scrapy's follow_all does
+            try:
+                tag = raw.tag
+            except AttributeError:  # a parsel selector: the query ran through parsel
+                href = _href_of(Selector(raw), strict=False) or ""
+            else:
+                if tag not in LINK_TAGS:
+                    continue  # not a link element: skipped, as Scrapy's follow_all does
+                href = (raw.attrs.get("href") or "").strip(_HTML_SPACE)
         if href:
             yield (
                 Request.link(href, callback, base) if plain else Request(href, callback, **kwargs)
