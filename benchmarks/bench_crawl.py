@@ -52,6 +52,8 @@ def commands() -> dict[str, list[str]]:
             "-O",
             "out.jsonl",
         ],
+        # the reference: aiohttp + selectolax + a set of seen URLs, no store, no WARC
+        "bare": [sys.executable, str(HERE / "bare_loop.py"), "-o", "out.jsonl"],
         "crawlfleet-1": [*crawl, "--workers", "1", "-o", "out.jsonl"],
         "crawlfleet-2": [*crawl, "--workers", "2", "-o", "out.jsonl"],
         # the fleet store: the same crawl with the frontier and records in PostgreSQL
@@ -244,6 +246,7 @@ def print_table(results: list[Result]) -> None:
     by_name = {r.name: r for r in results if r.ok}
     for top, bottom, target in (
         ("crawlfleet-1", "scrapy", 10.0),
+        ("crawlfleet-1", "bare", 0.8),
         ("crawlfleet-2", "crawlfleet-1", 1.5),
         ("pg-2", "pg-1", None),
         ("pg-4", "pg-1", None),
@@ -270,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--products", type=int, default=5000)
     parser.add_argument(
         "--runs",
-        default="scrapy,crawlfleet-1,crawlfleet-2",
+        default="bare,scrapy,crawlfleet-1,crawlfleet-2",
         help=f"comma-separated: {', '.join(known)}",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")

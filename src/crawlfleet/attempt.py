@@ -76,6 +76,7 @@ class Attempt:
     block_reason: str | None = None
     output: PageOutput | None = None
     decision: RetryDecision | None = None
+    response: Response | None = None  # built once: the spider's block test and parse share it
 
     @property
     def lane(self) -> str:
@@ -187,6 +188,7 @@ class Pipeline:
             ip=result.remote_ip,
             request_body=a.lease.body,
             revisit_of=a.earlier,
+            payload_sha1=a.digest,
         )
         return None
 
@@ -256,9 +258,11 @@ class Pipeline:
     # -- verdicts -------------------------------------------------------------------------------
 
     def _response(self, a: Attempt) -> Response:
+        if a.response is not None:
+            return a.response
         result = a.result
         assert result is not None
-        return Response(
+        a.response = Response(
             result.url,
             result.status,
             result.header_map,
@@ -266,7 +270,9 @@ class Pipeline:
             meta=a.lease.meta,
             depth=a.lease.depth,
             request_url=a.lease.url,
+            unknown_links=a.job.runtime.unknown_links,
         )
+        return a.response
 
     def _completion(self, a: Attempt) -> Completion:
         result, out = a.result, a.output

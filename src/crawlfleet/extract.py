@@ -213,6 +213,11 @@ class JobRuntime:
             return
         out.discovered.append(self._new(req, canon, fp, depth))
 
+    def unknown_links(self, hrefs: list[str], base: str) -> list[str]:
+        """The plain links ``hrefs`` of a page at ``base`` not judged already (sent, or
+        dropped: ``link`` would drop them again). ``follow_all`` builds Requests only for these."""
+        return self.links.unknown(hrefs, base, self.handled)
+
     def forget(self, discovered: Iterable[NewRequest]) -> None:
         """The store refused the page (lease lost): its links must be sendable again."""
         self.handled.clear()
@@ -222,8 +227,9 @@ class JobRuntime:
     # -- pages ----------------------------------------------------------------------------------
 
     def content_hash(self, body: bytes) -> bytes:
-        # SHA-256 runs on the CPU's SHA extensions where present: faster here than BLAKE2
-        return hashlib.sha256(body).digest()[:16]
+        """The body's SHA-1: the WARC payload digest too (computed once; WARC readers dedupe
+        and verify by it). SHA-1 runs on the CPU's SHA extensions where present."""
+        return hashlib.sha1(body).digest()  # noqa: S324 - a content digest, not a signature
 
     def process(
         self,

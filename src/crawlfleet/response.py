@@ -22,7 +22,7 @@ import codecs
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 from urllib.parse import urljoin
 
@@ -133,6 +133,7 @@ class Response:
         "_declared",
         "_doc",
         "_encoding",
+        "_unknown_links",
         "_text",
         "body",
         "depth",
@@ -154,6 +155,7 @@ class Response:
         depth: int = 0,
         request_url: str | None = None,
         encoding: str | None = None,
+        unknown_links: Callable[[list[str], str], list[str]] | None = None,
     ) -> None:
         self.url = url
         self.status = status
@@ -168,6 +170,9 @@ class Response:
         self._text: str | None = None
         self._doc: Document | None = None
         self._base_url: str | None = None
+        # (hrefs, base) -> those the crawl has not judged yet: links already judged (a page's
+        # menus, mostly) are skipped by follow_all before any Request is built
+        self._unknown_links = unknown_links
 
     def __repr__(self) -> str:
         from crawlfleet.urls import mask_credentials
@@ -291,7 +296,7 @@ class Response:
         if css is not None:
             raws = select(self._document(), css)
             request_kwargs.setdefault("base", self.base_url)
-            return _link_requests(raws, callback, request_kwargs)
+            return _link_requests(raws, callback, request_kwargs, self._unknown_links)
         hrefs: Iterable[str | None]
         if xpath is not None:
             hrefs = (_href_of(sel, strict=False) for sel in self.xpath(xpath))
@@ -306,11 +311,17 @@ def _decode(body: bytes, start: int, codec: str) -> str:
 
 
 def _link_requests(
-    raws: list[Any], callback: Callback | None, kwargs: dict[str, Any]
+    raws: list[Any],
+    callback: Callback | None,
+    kwargs: dict[str, Any],
+    unknown: Callable[[list[str], str], list[str]] | None,
 ) -> Iterator[Request]:
-    """Requests straight from lexbor results: the hottest path, so no Selector objects."""
+    """Requests straight from lexbor results: the hottest path, so no Selector objects. Of plain
+    links (no request options) only those the crawl has not judged yet (``unknown``) become
+    Requests: a page's menus repeat on every page, and would otherwise cost a Request each."""
     base: str = kwargs.get("base") or ""
     plain = bool(base) and len(kwargs) == 1
+    hrefs = []
     for raw in raws:
         if isinstance(raw, str):
             href = raw.strip(_HTML_SPACE)
@@ -324,9 +335,12 @@ def _link_requests(
                     continue  # not a link element: skipped, as Scrapy's follow_all does
                 href = (raw.attrs.get("href") or "").strip(_HTML_SPACE)
         if href:
-            yield (
-                Request.link(href, callback, base) if plain else Request(href, callback, **kwargs)
-            )
+            hrefs.append(href)
+    if not plain:
+        return (Request(href, callback, **kwargs) for href in hrefs)
+    if unknown is not None:
+        hrefs = unknown(hrefs, base)
+    return (Request.link(href, callback, base) for href in hrefs)
 
 
 def _hrefs_of(items: Iterable[str | Selector]) -> Iterator[str | None]:

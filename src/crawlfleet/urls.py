@@ -316,6 +316,22 @@ class LinkCanonicalizer:
             return (base, href) if prefix is None else prefix + href
         return (base, href)
 
+    def unknown(self, hrefs: list[str], base: str, known: set[object]) -> list[str]:
+        """The ``hrefs`` of a page at ``base`` whose :meth:`key` is not in ``known``, in order:
+        :meth:`key` for a whole page's links in one loop (the links every page repeats)."""
+        prefix = self._prefix if base == self._base else self._set_base(base)
+        out = []
+        for href in hrefs:
+            if href.startswith(("http://", "https://")):
+                key: object = href
+            elif prefix is not None and href[:1] == "/" and href[1:2] not in _NOT_ROOT_RELATIVE:
+                key = prefix + href
+            else:
+                key = (base, href)
+            if key not in known:
+                out.append(href)
+        return out
+
     def resolve_key(self, key: object, href: str, base: str) -> _Result | None:
         """:meth:`resolve` for a ``key`` already computed by :meth:`key`."""
         cache = self._cache

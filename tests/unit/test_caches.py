@@ -96,3 +96,31 @@ def test_captures__parsed_only_once_the_store_confirmed_it() -> None:
     assert captures.get(b"h") == capture and not captures.parsed(b"h")
     captures.confirm(b"h")
     assert captures.parsed(b"h")
+
+
+HREFS = ["/x", "http://a.example/y", "https://b.example/", "rel/z", "//c.example/p", "/\tx", "?q=1"]
+BASES = ["http://a.example/p/", "http://a.example:8080/p", "https://u:pw@a.example/"]
+
+
+def test_unknown_links__agrees_with_the_key_of_each_link() -> None:
+    links = LinkCanonicalizer()
+    for base in BASES:
+        for href in HREFS:
+            key = links.key(href, base)
+            assert links.unknown([href], base, {key}) == [], (href, base)
+            assert links.unknown([href], base, set()) == [href], (href, base)
+
+
+def test_follow_all__skips_links_the_crawl_judged_already() -> None:
+    from crawlfleet.response import Response
+
+    rt = runtime()
+    body = b'<a href="/x">x</a><a href="/y">y</a><a href="rel">r</a>'
+    first = Response("http://a.example/p/", 200, {}, body, unknown_links=rt.unknown_links)
+    out = PageOutput()
+    for req in first.follow_all("a"):
+        rt.link(req, 1, out)
+    assert len(out.discovered) == 3
+    again = Response("http://a.example/q/", 200, {}, body, unknown_links=rt.unknown_links)
+    # /x and /y were judged on the first page; "rel" resolves elsewhere from this page
+    assert [r.href for r in again.follow_all("a")] == ["rel"]

@@ -310,3 +310,14 @@ def test_revisit_record_refers_to_the_first_capture(tmp_path: Path) -> None:
     assert revisit["body"] == b"" and response["body"] == body
     assert revisit["http"].get_statuscode() == "200"
     assert revisit["digests_ok"] is not False
+
+
+def test_payload_digest_given_by_the_caller_is_the_one_written(tmp_path: Path) -> None:
+    import hashlib
+
+    body = b"<html>given digest</html>"
+    with WarcWriter(tmp_path, prefix="w1") as writer:
+        writer.write(**exchange(1, body=body), payload_sha1=hashlib.sha1(body).digest())
+    (response,) = (r for r in all_records(tmp_path) if r["type"] == "response")
+    assert response["digests_ok"] is not False  # warcio checked it against the body
+    assert response["body"] == body

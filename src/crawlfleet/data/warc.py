@@ -107,6 +107,8 @@ class _Record:
     payload: bytes
     #: a revisit record: the payload its WARC-Payload-Digest is computed over, not written
     omitted: bytes | None = None
+    #: the payload's SHA-1, when the caller has it already (its content hash): not computed again
+    payload_sha1: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -265,15 +267,18 @@ def _raw_size(record: _Record) -> int:
 
 def _frame(record: _Record, level: int) -> bytes:
     """Digest, finish and gzip one record as its own member (runs in the writer thread)."""
-    digested = record.payload if record.omitted is None else record.omitted
-    payload_digest = hashlib.sha1(digested)  # noqa: S324 - WARC digests are sha1 by custom
+    if record.payload_sha1 is not None:
+        payload_sha1 = record.payload_sha1
+    else:
+        digested = record.payload if record.omitted is None else record.omitted
+        payload_sha1 = hashlib.sha1(digested).digest()  # noqa: S324 - WARC digests are sha1
     block_digest = hashlib.sha1(record.block_head)  # noqa: S324
     block_digest.update(record.payload)
     length = len(record.block_head) + len(record.payload)
     head = b"".join(
         (
             record.head,
-            b"WARC-Payload-Digest: " + _sha1_b32(payload_digest) + b"\r\n"
+            b"WARC-Payload-Digest: sha1:" + base64.b32encode(payload_sha1) + b"\r\n"
             if record.block_head
             else b"",
             b"WARC-Block-Digest: " + _sha1_b32(block_digest) + b"\r\n",
@@ -375,13 +380,15 @@ class WarcWriter:
         ip: str | None = None,
         request_body: bytes | None = None,
         revisit_of: Capture | None = None,
+        payload_sha1: bytes | None = None,
     ) -> WarcRef:
         """Archive one exchange as a ``request`` and a ``response`` record; returns the response's.
 
         ``body`` is the decoded (identity) body; credentials in headers and URL are masked. With
         ``revisit_of`` (an earlier capture of the same payload) the response is a ``revisit``
         record instead: its headers, the payload's digest, and a reference to ``revisit_of``;
-        the payload itself is not stored again.
+        the payload itself is not stored again. ``payload_sha1`` is the body's SHA-1 if the
+        caller has computed it already (it is then not computed again).
         """
         self._check()
         if self._file is None:
@@ -402,6 +409,7 @@ class WarcWriter:
             request_body=request_body or b"",
             revisit_of=revisit_of,
         )
+        response.payload_sha1 = payload_sha1
         ref = WarcRef(
             self._file, response_id, target, _warc_date(fetched_at), revisit_of is not None
         )
