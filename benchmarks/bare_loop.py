@@ -4,11 +4,12 @@
 
 aiohttp (keep-alive pool, uvloop) fetches; selectolax (lexbor) parses; the demo spider's link CSS
 picks the links; a set of hrefs already handled skips the site's repeated menu links before any
-work, ``urljoin`` resolves the rest and a set of seen URLs (fragments dropped) dedupes them;
-the same product fields are read and checked against the same pydantic model. No store, no
-WARC, no politeness, no retries; robots.txt is read once and its rules applied to each new link
-(the same pages as the others crawl): what is left is the work any crawler of this site must do, so crawlfleet's pages/s as a share of this loop's (same run, same server) says how much
-its guarantees cost.
+work, ``urljoin`` resolves the rest and a set of seen URLs (fragments dropped) dedupes them; the
+same product fields are read and checked against the same pydantic model. No store, no WARC, no
+politeness, no retries; robots.txt is read once and its rules applied to each new link (the same
+pages as the others crawl). What is left is the work any crawler of this site must do, so
+crawlfleet's pages/s as a share of this loop's (same run, same server) says what its guarantees
+cost.
 """
 
 from __future__ import annotations
