@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "DIRECT_ROUTE",
     "KINDS",
     "AttemptRow",
     "Completion",
@@ -37,6 +38,7 @@ __all__ = [
     "Outcome",
     "QuarantineRow",
     "RecordRow",
+    "RoutePlan",
     "Settled",
     "State",
 ]
@@ -103,6 +105,28 @@ class DomainLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class RoutePlan:
+    """One route a job may use, as the store keeps it: the pool's terms, never the proxy URL
+    (credentials never reach the store; each worker maps the id to its own configured route).
+
+    ``max_in_flight`` / ``min_delay``: the pool's own limits per domain through this route
+    (None / 0: only the domain's). ``domains``: the pool serves only these domains (and their
+    subdomains); empty: any domain no other pool claims.
+    """
+
+    id: str
+    pool: str
+    tier: int = 0
+    max_in_flight: int | None = None
+    min_delay: float = 0.0
+    cost: float = 0.0
+    domains: tuple[str, ...] = ()
+
+
+DIRECT_ROUTE = RoutePlan("direct", "direct")
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a job needs in the store: where its spider lives and its politeness defaults."""
 
@@ -114,6 +138,7 @@ class JobSpec:
     max_attempts: int = 5
     page_budget: int | None = None  # most requests per host in this job (the rest: dead(trap))
     pattern_budget: int | None = None  # most requests per URL pattern (policy.traps.url_pattern)
+    routes: tuple[RoutePlan, ...] = ()  # the routes its pools offer (none: direct only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +189,11 @@ class Lease:
     token: int
     expires_at: float
     start_at: float
+    route: str = "direct"  # the route the request leaves by (its lane is (domain, route))
+
+    @property
+    def lane(self) -> tuple[str, str]:
+        return (self.domain, self.route)
 
     @property
     def ref(self) -> LeaseRef:
@@ -241,6 +271,9 @@ class Failure:
     retry_after: float | None = None  # seconds the host asked for: holds the whole domain
     started_at: float | None = None  # when the request was sent (store clock)
     count_attempt: bool = True  # False: retried later without using up an attempt
+    #: what the attempt says of its route, for its breaker ("block", "error", "refused"; None:
+    #: nothing, e.g. the origin's own 5xx or timeout)
+    route_signal: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.outcome, str) and not isinstance(self.outcome, Outcome):

@@ -15,6 +15,7 @@ from crawlfleet.model import (
     AttemptRow,
     DeadLetter,
     DeadReason,
+    DomainLimits,
     Failure,
     Job,
     JobState,
@@ -22,6 +23,7 @@ from crawlfleet.model import (
     NewRequest,
     QuarantineRow,
     RecordRow,
+    RoutePlan,
 )
 
 #: a worker that leased within this many seconds shares each domain's in-flight slots with the
@@ -39,6 +41,9 @@ def fair_share(limit: int, sharers: int, held: int) -> int:
     return -(-limit // max(1, sharers)) - held
 
 
+#: a lane's "no limit of its own" (its domain's apply)
+NO_CAP = 1 << 30
+
 #: how far ahead the store hands out pacing slots of a rate-limited lane (seconds)
 PACING_HORIZON = 2.0
 #: most lanes looked at per lease call; the rest get their turn at the next call
@@ -53,6 +58,7 @@ __all__ = [
     "dumps",
     "fair_share",
     "job_from_row",
+    "lane_rows",
     "lease_from_row",
     "quarantine_from_row",
     "quarantine_values",
@@ -111,10 +117,12 @@ def job_from_row(row: Sequence[Any]) -> tuple[Job, JobDefaults]:
     return Job(row[0], row[1], row[2], JobState(row[3]), settings, row[5]), defaults
 
 
-def lease_from_row(row: Sequence[Any], job: str, expires_at: float, start_at: float) -> Lease:
+def lease_from_row(
+    row: Sequence[Any], job: str, expires_at: float, start_at: float, route: str = "direct"
+) -> Lease:
     """A leased request row (its second column, the job, is named by ``job``)."""
     (rid, _job, url, domain, prio, depth, cb, meta, method, body, fetcher) = row[:11]
-    attempts, max_attempts, token = row[11:]
+    attempts, max_attempts, token = row[11:14]
     return Lease(
         id=rid,
         job=job,
@@ -132,6 +140,7 @@ def lease_from_row(row: Sequence[Any], job: str, expires_at: float, start_at: fl
         token=token,
         expires_at=expires_at,
         start_at=start_at,
+        route=route,
     )
 
 
@@ -171,3 +180,21 @@ def quarantine_from_row(row: Sequence[Any]) -> QuarantineRow:
     _id, data, errors, url, fetched_at, *warc = row
     data_obj = json.loads(data) if data else None
     return QuarantineRow(data_obj, json.loads(errors), url, fetched_at, *warc)
+
+
+def lane_rows(
+    domain: str, limits: DomainLimits, routes: Sequence[RoutePlan]
+) -> list[dict[str, Any]]:
+    """The ``insert_lane`` rows of a new domain: one per route, with the route's own limits."""
+    return [
+        {
+            "domain": domain,
+            "route": r.id,
+            "tier": r.tier,
+            "max_in_flight": r.max_in_flight or NO_CAP,
+            "min_delay": r.min_delay,
+            "delay": max(r.min_delay, limits.min_delay),
+            "concurrency": min(r.max_in_flight or NO_CAP, limits.max_in_flight),
+        }
+        for r in routes
+    ]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawlfleet.model import DomainLimits, JobSpec
+from crawlfleet.model import DIRECT_ROUTE, DomainLimits, JobSpec, RoutePlan
 from crawlfleet.policy.traps import TrapRules
 
 __all__ = ["JobDefaults", "defaults_from_settings", "settings_with_defaults"]
@@ -19,6 +19,7 @@ class JobDefaults:
     per_domain: Mapping[str, DomainLimits]
     max_attempts: int
     traps: TrapRules = field(default_factory=TrapRules)
+    routes: tuple[RoutePlan, ...] = ()
 
     @property
     def budgeted(self) -> bool:
@@ -27,6 +28,17 @@ class JobDefaults:
 
     def limits_for(self, domain: str) -> DomainLimits:
         return self.per_domain.get(domain, self.default)
+
+    def lanes_for(self, domain: str) -> list[RoutePlan]:
+        """The routes a new domain gets a lane through: those of the pools that claim it, else
+        those of the pools that claim no domain (every tier: the domain starts on the lowest)."""
+        if not self.routes:
+            return [DIRECT_ROUTE]
+        host = domain.lower().rstrip(".")
+        claimed = [
+            r for r in self.routes if any(host == d or host.endswith("." + d) for d in r.domains)
+        ]
+        return claimed or [r for r in self.routes if not r.domains] or [DIRECT_ROUTE]
 
 
 def settings_with_defaults(spec: JobSpec) -> dict[str, Any]:
@@ -37,6 +49,11 @@ def settings_with_defaults(spec: JobSpec) -> dict[str, Any]:
         "domains": {d: [v.max_in_flight, v.min_delay] for d, v in spec.domain_limits.items()},
     }
     settings["_budgets"] = [spec.page_budget, spec.pattern_budget]
+    if spec.routes:
+        settings["_routes"] = [
+            [r.id, r.pool, r.tier, r.max_in_flight, r.min_delay, r.cost, list(r.domains)]
+            for r in spec.routes
+        ]
     return settings
 
 
@@ -44,9 +61,14 @@ def defaults_from_settings(settings: dict[str, Any], max_attempts: int) -> JobDe
     """Take the store's private keys out of ``settings`` (in place) as JobDefaults."""
     limits = settings.pop("_limits", None) or {"default": [8, 0.0], "domains": {}}
     page, pattern = settings.pop("_budgets", None) or (None, None)
+    routes = tuple(
+        RoutePlan(rid, pool, tier, cap, delay, cost, tuple(domains))
+        for rid, pool, tier, cap, delay, cost, domains in settings.pop("_routes", None) or ()
+    )
     return JobDefaults(
         DomainLimits(*limits["default"]),
         {d: DomainLimits(*v) for d, v in limits["domains"].items()},
         max_attempts,
         TrapRules(host_page_budget=page, pattern_budget=pattern),
+        routes,
     )

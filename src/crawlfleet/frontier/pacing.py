@@ -19,12 +19,16 @@ from typing import Any
 from crawlfleet.frontier.ports import DomainState
 from crawlfleet.model import Completion, Failure
 from crawlfleet.policy.classify import Outcome
+from crawlfleet.policy.escalation import EscalationState, Move
+from crawlfleet.policy.escalation import update as escalate
+from crawlfleet.policy.health import Breaker, BreakerState, RouteStats, Signal
 from crawlfleet.policy.pacing import PacingConfig, PacingState, initial, update
 
 __all__ = ["Event", "apply", "event_of_completion", "event_of_failure", "state_from_row"]
 
-#: columns of ``pace_read`` after ``domain``: the limits, in-flight count and next start, then
-#: the pacing columns the lease reads, then the rest of the pacing state as one JSON document
+#: columns of ``pace_read`` after ``domain`` and ``route``: the limits, in-flight count and next
+#: start, then the pacing columns the lease reads, then the rest of the pacing state as one JSON
+#: document
 READ_COLUMNS = (
     "max_in_flight",
     "min_delay",
@@ -40,35 +44,93 @@ READ_COLUMNS = (
 #: the ``pacing`` JSON document, so the policy can change its state without a schema migration
 _COLUMN_FIELDS = ("delay", "concurrency", "blocked_until", "floor")
 _STATE_FIELDS = frozenset(f.name for f in fields(PacingState))
+_ESCALATION_FIELDS = frozenset(f.name for f in fields(EscalationState))
 
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One item of a batch as the pacing policy sees it (``outcome`` None: nothing to learn)."""
+    """One item of a batch as the pacing policy sees it (``outcome`` None: nothing to learn),
+    with what it says of its route (``signal``: a :class:`~crawlfleet.policy.health.Signal`
+    value, or None) for the route's breaker and the lane's health."""
 
     outcome: Outcome | None
     status: int | None
     latency: float | None
     retry_after: float | None
     started: float | None
+    signal: str | None = None
 
 
 def event_of_completion(c: Completion) -> Event:
-    return Event(Outcome.OK, c.status, c.elapsed or None, None, c.started_at)
+    return Event(Outcome.OK, c.status, c.elapsed or None, None, c.started_at, Signal.SUCCESS)
 
 
 def event_of_failure(f: Failure) -> Event:
-    return Event(f.outcome, f.status, f.latency, f.retry_after, f.started_at)
+    signal = f.route_signal
+    if signal is None and f.outcome is Outcome.BLOCKED:
+        signal = Signal.BLOCK
+    return Event(f.outcome, f.status, f.latency, f.retry_after, f.started_at, signal)
+
+
+def fold_breaker(document: str, events: Iterable[Event], now: float) -> tuple[str, float]:
+    """A route's breaker (its stored JSON) after the batch's attempts through it; returns the
+    new JSON and until when the route is out (``open_until``: 0 when closed). A breaker whose
+    cool-down is over takes the first result as its probe (half-open)."""
+    saved = json.loads(document) if document and document != "{}" else None
+    breaker = Breaker.from_json(saved) if saved else Breaker()
+    for e in events:
+        if e.signal is None:
+            continue
+        if breaker.state is BreakerState.OPEN and now >= breaker.open_until:
+            breaker = breaker.admit(now) or breaker
+        breaker = breaker.record(Signal(e.signal), now)
+    open_until = breaker.open_until if breaker.state is not BreakerState.CLOSED else 0.0
+    return json.dumps(breaker.to_json(), separators=(",", ":")), open_until
+
+
+def fold_health(document: str, events: Iterable[Event], now: float) -> str:
+    """A lane's health (its route's record on its domain, stored JSON) after the batch."""
+    saved = json.loads(document) if document and document != "{}" else None
+    stats = RouteStats.from_json(saved) if saved else RouteStats()
+    for e in events:
+        signal = e.signal
+        if signal is None:  # no word on the route, but for its health this attempt failed
+            signal = Signal.ERROR if e.outcome is not Outcome.OK else Signal.SUCCESS
+        stats = stats.record(Signal(signal), now, e.latency)
+    return json.dumps(stats.to_json(), separators=(",", ":"))
+
+
+def fold_escalation(
+    document: str,
+    tiers: Sequence[int],
+    results: Iterable[tuple[int, bool]],
+    now: float,
+    *,
+    current: int,
+) -> tuple[str, int, list[Move]]:
+    """A domain's tier after the batch's attempts (``(tier, blocked)`` each): the stored JSON,
+    the tier to crawl it on, and the moves made (up after blocks, or a probe down).
+    ``current`` is the tier the domain is crawled on now."""
+    saved = json.loads(document) if document and document != "{}" else {}
+    state = EscalationState(**{k: v for k, v in saved.items() if k in _ESCALATION_FIELDS})
+    if state.tier != current:
+        state = EscalationState(tier=current, since=now, updated_at=now)
+    moves: list[Move] = []
+    for tier, blocked in results:
+        state, move = escalate(state, tiers, now=now, blocked=blocked, tier=tier)
+        if move is not None:
+            moves.append(move)
+    return json.dumps(asdict(state), separators=(",", ":")), state.tier, moves
 
 
 def state_from_row(row: Sequence[Any], config: PacingConfig | None = None) -> DomainState:
-    """A ``pace_read`` row (``domain`` first, then :data:`READ_COLUMNS`) as a DomainState.
+    """A ``pace_read`` row (``domain``, ``route``, then :data:`READ_COLUMNS`) as a lane's state.
 
     Fields the JSON document lacks (a row written by another version) start as a new lane's;
     keys the policy no longer knows are ignored.
     """
-    domain, max_in_flight, min_delay, in_flight, next_at = row[:5]
-    delay, concurrency, blocked_until, floor, document = row[5:10]
+    domain, route, max_in_flight, min_delay, in_flight, next_at = row[:6]
+    delay, concurrency, blocked_until, floor, document = row[6:11]
     saved = json.loads(document) if document else {}
     known = {k: v for k, v in saved.items() if k in _STATE_FIELDS}
     base = initial(config or PacingConfig())
@@ -80,7 +142,7 @@ def state_from_row(row: Sequence[Any], config: PacingConfig | None = None) -> Do
         blocked_until=blocked_until,
         floor=floor,
     )
-    return DomainState(domain, max_in_flight, min_delay, in_flight, next_at, pacing)
+    return DomainState(domain, max_in_flight, min_delay, in_flight, next_at, pacing, route)
 
 
 def write_values(state: PacingState) -> tuple[Any, ...]:

@@ -62,12 +62,14 @@ from crawlfleet.model import (
 )
 from crawlfleet.policy.pacing import PacingState
 
-__all__ = ["DomainState", "Frontier", "Insights", "Jobs", "Pacing", "Queue"]
+__all__ = ["DomainState", "Frontier", "Insights", "Jobs", "LaneState", "Pacing", "Queue"]
 
 
 @dataclass(frozen=True, slots=True)
 class DomainState:
-    """A domain's politeness as the store holds it: configured limits and adaptive pacing."""
+    """A lane's politeness as the store holds it: its limits (the narrower of its route's and
+    its domain's), in-flight count, next start and adaptive pacing. A lane is a (domain, route)
+    pair; a crawl without routes has one lane per domain, ``direct``."""
 
     domain: str
     max_in_flight: int
@@ -75,6 +77,10 @@ class DomainState:
     in_flight: int
     next_at: float
     pacing: PacingState
+    route: str = "direct"
+
+
+LaneState = DomainState
 
 
 class Queue(Protocol):
@@ -163,7 +169,12 @@ class Pacing(Protocol):
         ...
 
     async def domain_state(self, domain: str) -> DomainState | None:
-        """The domain's limits and pacing as held in the store (None: not seen yet)."""
+        """The domain's first lane (``direct`` if it has one) as held in the store (None: not
+        seen yet)."""
+        ...
+
+    async def lanes(self, domain: str) -> list[LaneState]:
+        """Every lane of the domain (one per route), ``direct`` first."""
         ...
 
 

@@ -28,6 +28,7 @@ from crawlfleet.frontier.common import (
     dead_reason_of,
     dumps,
     job_from_row,
+    lane_rows,
     lease_from_row,
     quarantine_from_row,
     quarantine_values,
@@ -53,12 +54,14 @@ from crawlfleet.model import (
     Lease,
     LeaseRef,
     NewRequest,
+    Outcome,
     QuarantineRow,
     RecordRow,
     Settled,
 )
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import budget_keys, over_budget
+from crawlfleet.routes.pools import DIRECT
 from crawlfleet.urls import mask_credentials
 
 T = TypeVar("T")
@@ -210,6 +213,9 @@ class PostgresFrontier:
 
         async def tx(conn: Conn) -> None:
             await conn.execute(Q["submit_job"], *args)
+            if spec.routes:
+                routes = sorted((r.id, r.pool, r.tier, r.cost) for r in spec.routes)
+                await conn.execute(Q["upsert_routes"], *_columns(routes, 4))
             for domain, limits in sorted(spec.domain_limits.items()):
                 await self._upsert_domain(conn, domain, limits)
 
@@ -220,7 +226,11 @@ class PostgresFrontier:
 
     @staticmethod
     async def _upsert_domain(conn: Conn, domain: str, limits: DomainLimits) -> None:
-        await conn.execute(Q["upsert_domain"], domain, limits.max_in_flight, limits.min_delay)
+        before = await conn.fetchval(
+            Q["upsert_domain"], domain, limits.max_in_flight, limits.min_delay
+        )
+        raised = before is None or limits.max_in_flight > before
+        await conn.execute(Q["limit_lanes"], domain, limits.max_in_flight, raised, limits.min_delay)
 
     def _job_from_row(self, row: Sequence[Any]) -> Job:
         job, defaults = job_from_row(row)
@@ -291,6 +301,14 @@ class PostgresFrontier:
                 [x.max_in_flight for x in limits],
                 [x.min_delay for x in limits],
             )
+            lanes = sorted(
+                (row["domain"], row["route"], row["tier"], row["max_in_flight"],
+                 row["min_delay"], row["delay"], row["concurrency"])
+                for d, lim in zip(new, limits, strict=True)
+                for row in lane_rows(d, lim, defaults.lanes_for(d))
+            )  # fmt: skip
+            await conn.execute(Q["insert_lanes"], *_columns(lanes, 7))
+            await conn.execute(Q["domain_tier_init"], new)
         if added:
             await self._notify(conn)
         return added, new
@@ -355,10 +373,15 @@ class PostgresFrontier:
             await self._notify(conn)  # rescued requests are work for every idle worker
         await conn.execute(Q["worker_seen"], worker, now)
         sharers = max(1, await conn.fetchval(Q["active_workers"], now - ACTIVE_WINDOW))
-        mine = dict(await conn.fetch(Q["my_leases"], worker)) if sharers > 1 else {}
+        mine: dict[tuple[str, str], int] = {}
+        if sharers > 1:
+            mine = {(d, r): n for d, r, n in await conn.fetch(Q["my_leases"], worker)}
         leases: list[Lease] = []
         visited: list[str] = []
+        # One lane per domain per statement: a domain with several lanes takes several rounds.
+        # Every round takes a lease or passes over a domain for good, so this ends.
         while len(leases) < limit and len(visited) < DOMAINS_PER_LEASE:
+            lanes = sorted(mine)
             rows = await conn.fetch(
                 Q["lease"],
                 now,
@@ -370,19 +393,22 @@ class PostgresFrontier:
                 wanted,
                 visited,
                 sharers,
-                list(mine),
-                list(mine.values()),
+                [d for d, _ in lanes],
+                [r for _, r in lanes],
+                [mine[k] for k in lanes],
                 list(kinds),
             )
             taken = [self._lease_from_row(r) for r in rows if r[0] is not None]
             leases.extend(taken)
-            if all(r[0] is not None for r in rows):
-                break  # the batch is full, or no domain was passed over empty
             # Skip only the domains found empty: one that handed out leases may have more
-            # (the row limit cut it short); what it gave counts against this worker's share.
-            visited.extend({r[3] for r in rows if r[0] is None})
+            # (the row limit cut it short, or another lane); what it gave counts against this
+            # worker's share of its lane.
+            empty = {r[3] for r in rows if r[0] is None}
+            if not taken and not empty:
+                break  # nothing more anywhere in reach
+            visited.extend(empty)
             for lease in taken:
-                mine[lease.domain] = mine.get(lease.domain, 0) + 1
+                mine[lease.lane] = mine.get(lease.lane, 0) + 1
         return leases
 
     async def _notify(self, conn: Conn) -> None:
@@ -417,22 +443,27 @@ class PostgresFrontier:
 
     @staticmethod
     def _lease_from_row(row: Sequence[Any]) -> Lease:
-        *head, expires_at, start_at = row  # the job column holds the job's name
-        return lease_from_row(head, head[1], expires_at, start_at)
+        *head, expires_at, start_at, route = row  # the job column holds the job's name
+        return lease_from_row(head, head[1], expires_at, start_at, route)
 
     async def _rescue(self, conn: Conn, now: float) -> int:
         rows = await conn.fetch(Q["rescue_expired"], now)
-        await self._release_domains(conn, Counter({r[0]: r[1] for r in rows}))
-        return sum(r[1] for r in rows)
+        await self._release_lanes(conn, Counter({(r[0], r[1]): r[2] for r in rows}))
+        return sum(r[2] for r in rows)
 
     async def rescue_expired(self) -> int:
         return await self._run(lambda c: self._rescue(c, self.clock()))
 
     @staticmethod
-    async def _release_domains(conn: Conn, freed: Counter[str]) -> None:
+    async def _release_lanes(conn: Conn, freed: Counter[tuple[str, str]]) -> None:
         if freed:
-            domains = sorted(freed)
-            await conn.execute(Q["release_domains"], domains, [freed[d] for d in domains])
+            lanes = sorted(freed)
+            await conn.execute(
+                Q["release_lanes"],
+                [d for d, _ in lanes],
+                [r for _, r in lanes],
+                [freed[k] for k in lanes],
+            )
 
     # -- lease holders' verbs -------------------------------------------------------------------
 
@@ -526,28 +557,83 @@ class PostgresFrontier:
         if contents:
             await conn.execute(Q["insert_content"], *_columns(contents, 3))
             await conn.execute(Q["note_duplicates"], *_columns(contents, 3))
-        domain_of = {r[0]: r[2] for r in rows}
-        events: dict[str, list[pace.Event]] = {}
+        lane_of = {r[0]: (r[2], r[3]) for r in rows}
+        events: dict[tuple[str, str], list[pace.Event]] = {}
         for c in done:
-            events.setdefault(domain_of[c.lease.id], []).append(pace.event_of_completion(c))
-        await self._pace(conn, now, Counter(r[2] for r in rows), events)
+            events.setdefault(lane_of[c.lease.id], []).append(pace.event_of_completion(c))
+        await self._pace(conn, now, Counter(lane_of.values()), events)
         if rows:
             await self._notify(conn)
         return set(job_of)
 
     async def _pace(
-        self, conn: Conn, now: float, freed: Counter[str], events: dict[str, list[pace.Event]]
+        self,
+        conn: Conn,
+        now: float,
+        freed: Counter[tuple[str, str]],
+        events: dict[tuple[str, str], list[pace.Event]],
     ) -> None:
-        """Free the batch's domain slots and fold its outcomes into their pacing."""
+        """Free the batch's lane and domain slots and fold its outcomes into the lanes' pacing.
+        Domains are locked first, then lanes, each in key order (the lock order of the SQL)."""
         if not freed:
             return
-        rows = await conn.fetch(Q["pace_read"], sorted(freed))
+        lanes = sorted(freed)
+        per_domain: Counter[str] = Counter()
+        for (domain, _), n in freed.items():
+            per_domain[domain] += n
+        domains = sorted(per_domain)
+        await conn.execute(Q["lock_domains"], domains)
+        rows = await conn.fetch(Q["pace_read"], [d for d, _ in lanes], [r for _, r in lanes])
         values = []
+        tiered: dict[str, list[tuple[int, bool]]] = {}
         for row in rows:
-            domain = pace.state_from_row(tuple(row), self.pacing)
-            state = pace.apply(domain, self.pacing, now, events.get(domain.domain, ()))
-            values.append((domain.domain, freed[domain.domain], *pace.write_values(state)))
-        await conn.execute(Q["pace_write"], *_columns(values, 6))
+            lane = pace.state_from_row(tuple(row), self.pacing)
+            key = (lane.domain, lane.route)
+            mine = events.get(key, ())
+            state = pace.apply(lane, self.pacing, now, mine)
+            health = pace.fold_health(row[11], mine, now)
+            values.append((lane.domain, lane.route, freed[key], *pace.write_values(state), health))
+            if lane.route != DIRECT:
+                tiered.setdefault(lane.domain, []).extend(
+                    (row[12], e.outcome is Outcome.BLOCKED) for e in mine
+                )
+        await conn.execute(Q["pace_write"], *_columns(values, 8))
+        await conn.execute(Q["domains_freed"], domains, [per_domain[d] for d in domains])
+        await self._fold_routes(conn, now, events)
+        if tiered:
+            await self._escalate(conn, now, tiered)
+
+    @staticmethod
+    async def _fold_routes(
+        conn: Conn, now: float, events: dict[tuple[str, str], list[pace.Event]]
+    ) -> None:
+        """Each route's breaker after the batch's attempts through it (direct has none)."""
+        by_route: dict[str, list[pace.Event]] = {}
+        for (_, route), evs in events.items():
+            if route != DIRECT:
+                by_route.setdefault(route, []).extend(evs)
+        if not by_route:
+            return
+        writes = []
+        for route, document in await conn.fetch(Q["routes_read"], sorted(by_route)):
+            breaker, open_until = pace.fold_breaker(document, by_route[route], now)
+            writes.append((route, breaker, open_until))
+        await conn.execute(Q["routes_write"], *_columns(writes, 3))
+
+    @staticmethod
+    async def _escalate(conn: Conn, now: float, results: dict[str, list[tuple[int, bool]]]) -> None:
+        """Move domains that keep getting blocked up a route tier (or probe one down)."""
+        for domain, tier, document, levels in await conn.fetch(Q["domain_tiers"], sorted(results)):
+            if len(set(levels)) < 2:
+                continue
+            saved, new_tier, moves = pace.fold_escalation(
+                document, list(levels), results[domain], now, current=tier
+            )
+            await conn.execute(Q["escalate"], domain, new_tier, saved)
+            for move in moves:
+                await conn.execute(
+                    Q["tier_moved"], domain, now, move.from_tier, move.to_tier, move.why
+                )
 
     async def fail(self, items: Sequence[Failure]) -> set[int]:
         if not items:
@@ -570,10 +656,10 @@ class PostgresFrontier:
         by_id = {f.lease.id: f for f in ordered}
         now = self.clock()
         rows = await conn.fetch(Q["fail"], now, *args)
-        events: dict[str, list[pace.Event]] = {}
+        events: dict[tuple[str, str], list[pace.Event]] = {}
         for r in sorted(rows, key=lambda r: r[0]):
-            events.setdefault(r[1], []).append(pace.event_of_failure(by_id[r[0]]))
-        await self._pace(conn, now, Counter(r[1] for r in rows), events)
+            events.setdefault((r[1], r[2]), []).append(pace.event_of_failure(by_id[r[0]]))
+        await self._pace(conn, now, Counter((r[1], r[2]) for r in rows), events)
         if rows:
             await self._notify(conn)
         return {r[0] for r in rows}
@@ -620,7 +706,7 @@ class PostgresFrontier:
 
         async def tx(conn: Conn) -> set[int]:
             rows = await conn.fetch(Q["release"], self.clock(), ids, tokens)
-            await self._release_domains(conn, Counter(r[1] for r in rows))
+            await self._release_lanes(conn, Counter((r[1], r[2]) for r in rows))
             if rows:
                 await self._notify(conn)
             return {r[0] for r in rows}
@@ -636,8 +722,12 @@ class PostgresFrontier:
         await self._run(lambda c: c.execute(Q["set_crawl_delay"], domain, floor))
 
     async def domain_state(self, domain: str) -> DomainState | None:
-        row = await self._run(lambda c: c.fetchrow(Q["domain_state"], domain), write=False)
-        return None if row is None else pace.state_from_row(tuple(row), self.pacing)
+        lanes = await self.lanes(domain)
+        return lanes[0] if lanes else None
+
+    async def lanes(self, domain: str) -> list[DomainState]:
+        rows = await self._run(lambda c: c.fetch(Q["lane_state"], domain), write=False)
+        return [pace.state_from_row(tuple(row), self.pacing) for row in rows]
 
     # -- reading --------------------------------------------------------------------------------
 

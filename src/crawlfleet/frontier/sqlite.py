@@ -28,6 +28,7 @@ from crawlfleet.frontier.common import (
     dumps,
     fair_share,
     job_from_row,
+    lane_rows,
     lease_from_row,
     quarantine_from_row,
     quarantine_values,
@@ -53,12 +54,14 @@ from crawlfleet.model import (
     Lease,
     LeaseRef,
     NewRequest,
+    Outcome,
     QuarantineRow,
     RecordRow,
     Settled,
 )
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import budget_keys, over_budget
+from crawlfleet.routes.pools import DIRECT
 
 T = TypeVar("T")
 Q = queries("sqlite")
@@ -217,6 +220,7 @@ class SQLiteFrontier:
 
         def tx(db: sqlite3.Connection) -> None:
             db.execute(Q["submit_job"], args)
+            db.executemany(Q["upsert_route"], [(r.id, r.pool, r.tier, r.cost) for r in spec.routes])
             for domain, limits in spec.domain_limits.items():
                 self._upsert_domain(db, domain, limits)
 
@@ -227,9 +231,17 @@ class SQLiteFrontier:
 
     @staticmethod
     def _upsert_domain(db: sqlite3.Connection, domain: str, limits: DomainLimits) -> None:
+        row = db.execute(Q["domain_cap"], (domain,)).fetchone()
         db.execute(
             Q["upsert_domain"], (domain, limits.max_in_flight, limits.min_delay, limits.min_delay)
         )
+        args = {
+            "domain": domain,
+            "max_in_flight": limits.max_in_flight,
+            "raised": int(row is None or limits.max_in_flight > row[0]),
+            "min_delay": limits.min_delay,
+        }
+        db.execute(Q["limit_lanes"], args)
 
     def _job_from_row(self, row: Sequence[Any]) -> Job:
         job, defaults = job_from_row(row)
@@ -294,6 +306,8 @@ class SQLiteFrontier:
                 Q["insert_domain"],
                 (domain, limits.max_in_flight, limits.min_delay, limits.min_delay),
             )
+            db.executemany(Q["insert_lane"], lane_rows(domain, limits, defaults.lanes_for(domain)))
+            db.execute(Q["domain_tier_init"], {"domain": domain})
         return added
 
     @staticmethod
@@ -365,87 +379,67 @@ class SQLiteFrontier:
     ) -> list[Lease]:
         now = self.clock()
         self._rescue(db, now)
-        job_ids = dumps(list(names))
         candidates = db.execute(
-            Q["lease_domains"],
+            Q["lease_lanes"],
             {"now": now, "horizon": now + PACING_HORIZON, "limit": DOMAINS_PER_LEASE},
         ).fetchall()
         db.execute(Q["worker_seen"], {"worker": worker, "now": now})
         sharers = db.execute(Q["active_workers"], (now - ACTIVE_WINDOW,)).fetchone()[0]
-        mine = dict(db.execute(Q["my_leases"], (worker,)).fetchall()) if sharers > 1 else {}
+        mine: dict[tuple[str, str], int] = {}
+        if sharers > 1:
+            mine = {(d, r): n for d, r, n in db.execute(Q["my_leases"], (worker,))}
+        picker = _Picker(db, worker, ttl, names, kinds, now)
+        domain_free: dict[str, int] = {}
         leases: list[Lease] = []
-        for domain, free, delay, next_at, max_in_flight in candidates:
-            share = fair_share(max_in_flight, sharers, mine.get(domain, 0))
-            want = min(free, share, limit - len(leases))
-            if share <= 0:
+        for domain, route, free, d_free, delay, step, next_at, concurrency in candidates:
+            share = fair_share(concurrency, sharers, mine.get((domain, route), 0))
+            room = domain_free.setdefault(domain, d_free)
+            want = min(free, share, room, limit - len(leases))
+            if share <= 0 or room <= 0:
                 continue
             if want <= 0:
                 break
             start = max(next_at, now)
-            if delay > 0:
-                # hand out the pacing slots that fall inside the horizon, one start every `delay`
-                want = min(want, int((now + PACING_HORIZON - start) / delay) + 1)
-                taken = self._lease_paced(db, worker, ttl, names, kinds, domain, start, delay, want)
-            else:
-                args = {
-                    "worker": worker,
-                    "expires": now + ttl,
-                    "domain": domain,
-                    "now": now,
-                    "jobs": job_ids,
-                    "kinds": kinds,
-                    "limit": want,
-                }
-                rows = db.execute(Q["lease_batch"], args).fetchall()
-                rows.sort(key=lambda r: (-r[4], r[0]))  # RETURNING order is not the pick order
-                taken = [lease_from_row(r, names[r[1]], now + ttl, now) for r in rows]
+            gap = max(delay, step)  # the lane's own spacing, or its domain's, whichever is wider
+            if gap > 0:
+                # hand out the pacing slots that fall inside the horizon, one start every `gap`
+                want = min(want, int((now + PACING_HORIZON - start) / gap) + 1)
+            taken = picker.take(domain, route, want, start, gap)
             if not taken:
-                db.execute(Q["domain_touched"], (now, domain))
+                db.execute(Q["lane_touched"], (now, domain, route))
                 continue
             leases.extend(taken)
-            db.execute(Q["domain_leased"], (len(taken), start + len(taken) * delay, now, domain))
+            domain_free[domain] = room - len(taken)
+            last = start + (len(taken) - 1) * gap
+            args = {"n": len(taken), "now": now, "domain": domain, "route": route}
+            db.execute(Q["lane_leased"], {**args, "lane_next": last + delay})
+            db.execute(Q["domain_leased"], {**args, "domain_next": last + step})
         return leases
-
-    def _lease_paced(
-        self,
-        db: sqlite3.Connection,
-        worker: str,
-        ttl: float,
-        names: dict[int, str],
-        kinds: str,
-        domain: str,
-        start: float,
-        delay: float,
-        want: int,
-    ) -> list[Lease]:
-        args = {
-            "domain": domain,
-            "now": self.clock(),
-            "jobs": dumps(list(names)),
-            "kinds": kinds,
-            "limit": want,
-        }
-        ids = db.execute(Q["lease_pick"], args).fetchall()
-        taken = []
-        for i, (rid,) in enumerate(ids):
-            start_at = start + i * delay
-            row = db.execute(Q["lease_take"], (worker, start_at + ttl, rid)).fetchone()
-            taken.append(lease_from_row(row, names[row[1]], start_at + ttl, start_at))
-        return taken
 
     def _rescue(self, db: sqlite3.Connection, now: float) -> int:
         rows = db.execute(Q["rescue_expired"], {"now": now}).fetchall()
         if not rows:
             return 0
         db.execute(Q["work_changed"])
-        per_domain = Counter(domain for _, domain, _ in rows)
-        for domain, n in per_domain.items():
-            db.execute(Q["domain_released"], (n, domain))
+        self._release_lanes(db, Counter((domain, route) for _, domain, _, route in rows))
         db.executemany(
             Q["insert_attempt"],
-            [(rid, att, now, "lease_expired", None, "lease expired", None) for rid, _, att in rows],
+            [
+                (rid, att, now, "lease_expired", None, "lease expired", route)
+                for rid, _, att, route in rows
+            ],
         )
         return len(rows)
+
+    @staticmethod
+    def _release_lanes(db: sqlite3.Connection, freed: Counter[tuple[str, str | None]]) -> None:
+        """Give back in-flight slots of lanes and of their domains."""
+        per_domain: Counter[str] = Counter()
+        for (domain, route), n in freed.items():
+            db.execute(Q["lane_released"], (n, domain, route or "direct"))
+            per_domain[domain] += n
+        for domain, n in per_domain.items():
+            db.execute(Q["domain_released"], (n, domain))
 
     async def rescue_expired(self) -> int:
         return await self._run(self._write(lambda db: self._rescue(db, self.clock())))
@@ -474,24 +468,27 @@ class SQLiteFrontier:
     def _complete(self, db: sqlite3.Connection, items: Sequence[Completion]) -> set[int]:
         now = self.clock()
         accepted: set[int] = set()
-        freed: Counter[str] = Counter()
+        freed: Counter[tuple[str, str]] = Counter()
         records: list[tuple[Any, ...]] = []
         quarantined: list[tuple[Any, ...]] = []
         contents: list[tuple[Any, ...]] = []
         discovered: dict[int, list[NewRequest]] = {}
         ids = dumps([c.lease.id for c in items])
-        held = {rid: (tok, job_id, dom) for rid, tok, job_id, dom in db.execute(Q["held"], (ids,))}
+        held = {
+            rid: (tok, job_id, (dom, route or "direct"))
+            for rid, tok, job_id, dom, route in db.execute(Q["held"], (ids,))
+        }
         done = []
-        events: dict[str, list[pace.Event]] = {}
+        events: dict[tuple[str, str], list[pace.Event]] = {}
         for c in items:
             h = held.get(c.lease.id)
             if h is None or h[0] != c.lease.token or c.lease.id in accepted:
                 continue  # fenced: the lease was lost, nothing this holder sent is written
-            _, job_id, domain = h
+            _, job_id, lane = h
             accepted.add(c.lease.id)
             done.append((c.status, now, c.lease.id))
-            freed[domain] += 1
-            events.setdefault(domain, []).append(pace.event_of_completion(c))
+            freed[lane] += 1
+            events.setdefault(lane, []).append(pace.event_of_completion(c))
             records.extend((job_id, r.key, *record_values(r), now) for r in c.records)
             quarantined.extend(quarantine_values(job_id, q) for q in c.quarantined)
             if c.content_hash is not None:
@@ -514,19 +511,70 @@ class SQLiteFrontier:
         self,
         db: sqlite3.Connection,
         now: float,
-        freed: Counter[str],
-        events: dict[str, list[pace.Event]],
+        freed: Counter[tuple[str, str]],
+        events: dict[tuple[str, str], list[pace.Event]],
     ) -> None:
-        """Free the batch's domain slots and fold its outcomes into their pacing."""
+        """Free the batch's lane and domain slots and fold its outcomes into the lanes' pacing
+        and health, the routes' breakers and the domains' route tiers."""
         if not freed:
             return
         rows = db.execute(Q["pace_read"], (dumps(sorted(freed)),)).fetchall()
         updates = []
+        per_domain: Counter[str] = Counter()
+        tiered: dict[str, list[tuple[int, bool]]] = {}
         for row in rows:
-            domain = pace.state_from_row(row, self.pacing)
-            state = pace.apply(domain, self.pacing, now, events.get(domain.domain, ()))
-            updates.append((freed[domain.domain], *pace.write_values(state), domain.domain))
+            lane = pace.state_from_row(row, self.pacing)
+            key = (lane.domain, lane.route)
+            mine = events.get(key, ())
+            state = pace.apply(lane, self.pacing, now, mine)
+            health = pace.fold_health(row[11], mine, now)
+            updates.append((freed[key], *pace.write_values(state), health, lane.domain, lane.route))
+            per_domain[lane.domain] += freed[key]
+            if lane.route != DIRECT:
+                tiered.setdefault(lane.domain, []).extend(
+                    (row[12], e.outcome is Outcome.BLOCKED) for e in mine
+                )
         db.executemany(Q["pace_write"], updates)
+        db.executemany(Q["domain_released"], [(n, d) for d, n in per_domain.items()])
+        self._fold_routes(db, now, events)
+        if tiered:
+            self._escalate(db, now, tiered)
+
+    @staticmethod
+    def _fold_routes(
+        db: sqlite3.Connection, now: float, events: dict[tuple[str, str], list[pace.Event]]
+    ) -> None:
+        """Each route's breaker after the batch's attempts through it (direct has none)."""
+        by_route: dict[str, list[pace.Event]] = {}
+        for (_, route), evs in events.items():
+            if route != DIRECT:
+                by_route.setdefault(route, []).extend(evs)
+        if not by_route:
+            return
+        rows = db.execute(Q["routes_read"], (dumps(sorted(by_route)),)).fetchall()
+        writes = []
+        for route, document in rows:
+            breaker, open_until = pace.fold_breaker(document, by_route[route], now)
+            writes.append((breaker, open_until, route))
+        db.executemany(Q["route_write"], writes)
+
+    @staticmethod
+    def _escalate(
+        db: sqlite3.Connection, now: float, results: dict[str, list[tuple[int, bool]]]
+    ) -> None:
+        """Move domains that keep getting blocked up a route tier (or probe one down)."""
+        for domain, tier, document, tiers in db.execute(
+            Q["domain_tiers"], (dumps(sorted(results)),)
+        ).fetchall():
+            levels = [int(t) for t in str(tiers).split(",")]
+            if len(set(levels)) < 2:
+                continue
+            saved, new_tier, moves = pace.fold_escalation(
+                document, levels, results[domain], now, current=tier
+            )
+            db.execute(Q["escalate"], (new_tier, saved, domain))
+            for move in moves:
+                db.execute(Q["tier_moved"], (domain, now, move.from_tier, move.to_tier, move.why))
 
     async def fail(self, items: Sequence[Failure]) -> set[int]:
         if not items:
@@ -536,8 +584,8 @@ class SQLiteFrontier:
     def _fail(self, db: sqlite3.Connection, items: Sequence[Failure]) -> set[int]:
         now = self.clock()
         accepted: set[int] = set()
-        freed: Counter[str] = Counter()
-        events: dict[str, list[pace.Event]] = {}
+        freed: Counter[tuple[str, str]] = Counter()
+        events: dict[tuple[str, str], list[pace.Event]] = {}
         for f in items:
             row = db.execute(
                 Q["fail"],
@@ -554,10 +602,11 @@ class SQLiteFrontier:
             ).fetchone()
             if row is None:
                 continue
-            domain, attempts = row
+            domain, attempts, route = row
+            lane = (domain, route or "direct")
             accepted.add(f.lease.id)
-            freed[domain] += 1
-            events.setdefault(domain, []).append(pace.event_of_failure(f))
+            freed[lane] += 1
+            events.setdefault(lane, []).append(pace.event_of_failure(f))
             n = attempts if f.count_attempt else attempts + 1
             db.execute(
                 Q["insert_attempt"],
@@ -624,14 +673,13 @@ class SQLiteFrontier:
         def tx(db: sqlite3.Connection) -> set[int]:
             now = self.clock()
             accepted: set[int] = set()
-            freed: Counter[str] = Counter()
+            freed: Counter[tuple[str, str | None]] = Counter()
             for ref in leases:
                 row = db.execute(Q["release"], (now, ref.id, ref.token)).fetchone()
                 if row is not None:
                     accepted.add(ref.id)
-                    freed[row[0]] += 1
-            for domain, n in freed.items():
-                db.execute(Q["domain_released"], (n, domain))
+                    freed[(row[0], row[1])] += 1
+            self._release_lanes(db, freed)
             if accepted:
                 db.execute(Q["work_changed"])
             return accepted
@@ -647,11 +695,20 @@ class SQLiteFrontier:
 
     async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
         args = {"domain": domain, "floor": pace.crawl_floor(self.pacing, seconds)}
-        await self._run(self._write(lambda db: db.execute(Q["set_crawl_delay"], args)))
+
+        def tx(db: sqlite3.Connection) -> None:
+            db.execute(Q["set_crawl_delay"], args)
+            db.execute(Q["set_crawl_delay_lanes"], args)
+
+        await self._run(self._write(tx))
 
     async def domain_state(self, domain: str) -> DomainState | None:
-        rows = await self._run(lambda db: db.execute(Q["pace_read"], (dumps([domain]),)).fetchall())
-        return pace.state_from_row(rows[0], self.pacing) if rows else None
+        lanes = await self.lanes(domain)
+        return lanes[0] if lanes else None
+
+    async def lanes(self, domain: str) -> list[DomainState]:
+        rows = await self._run(lambda db: db.execute(Q["lane_state"], (domain,)).fetchall())
+        return [pace.state_from_row(row, self.pacing) for row in rows]
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -751,6 +808,60 @@ class SQLiteFrontier:
             return n
 
         return await self._run(self._write(tx))
+
+
+class _Picker:
+    """Takes a lane's best ready requests inside one lease transaction."""
+
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        worker: str,
+        ttl: float,
+        names: dict[int, str],
+        kinds: str,
+        now: float,
+    ) -> None:
+        self.db, self.worker, self.ttl, self.names, self.kinds, self.now = (
+            db,
+            worker,
+            ttl,
+            names,
+            kinds,
+            now,
+        )
+        self.jobs = dumps(list(names))
+
+    def take(self, domain: str, route: str, want: int, start: float, gap: float) -> list[Lease]:
+        """Up to ``want`` leases through ``route``, starting at ``start``, one every ``gap``."""
+        args = {
+            "worker": self.worker,
+            "domain": domain,
+            "route": route,
+            "now": self.now,
+            "jobs": self.jobs,
+            "kinds": self.kinds,
+            "limit": want,
+        }
+        if gap <= 0:  # every lease starts now: one statement, one shared expiry
+            expires = self.now + self.ttl
+            rows = self.db.execute(Q["lease_batch"], {**args, "expires": expires}).fetchall()
+            rows.sort(key=lambda r: (-r[4], r[0]))  # RETURNING order is not the pick order
+            return [lease_from_row(r, self.names[r[1]], expires, start, route) for r in rows]
+        taken = []
+        for i, (rid,) in enumerate(self.db.execute(Q["lease_pick"], args).fetchall()):
+            start_at = start + i * gap
+            take = {
+                "worker": self.worker,
+                "expires": start_at + self.ttl,
+                "route": route,
+                "id": rid,
+            }
+            row = self.db.execute(Q["lease_take"], take).fetchone()
+            taken.append(
+                lease_from_row(row, self.names[row[1]], start_at + self.ttl, start_at, route)
+            )
+        return taken
 
 
 def _statements(script: str) -> list[str]:

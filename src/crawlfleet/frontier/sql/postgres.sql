@@ -185,6 +185,59 @@ UPDATE domains SET pacing = json_build_object(
     'slowed_at', slowed_at, 'limit_delay', limit_delay, 'ok_rate', ok_rate, 'rate_at', rate_at,
     'trips', trips)::text;
 
+-- name: migration_0008_lanes
+-- The unit of pacing is a lane, a (domain, route) pair. A lane keeps the adaptive pacing (delay,
+-- concurrency, hold, the controller's document), its in-flight count and next start, and its
+-- route's own limits (a cap of 2^30: none); the domain keeps what caps the sum over its lanes
+-- (domain_concurrency, domain_rate, the robots.txt Crawl-delay floor), its total in flight, its
+-- next start and the route tier it is crawled on. Routes keep their circuit breaker. A leased
+-- request remembers the route its lease goes through. Every domain so far gets one lane,
+-- "direct", with the pacing it had.
+CREATE TABLE lanes (
+    domain        text COLLATE "C" NOT NULL,
+    route         text COLLATE "C" NOT NULL,
+    tier          integer NOT NULL DEFAULT 0,
+    max_in_flight integer NOT NULL,
+    min_delay     double precision NOT NULL DEFAULT 0,
+    delay_floor   double precision NOT NULL DEFAULT 0,
+    delay         double precision NOT NULL DEFAULT 0,
+    concurrency   integer NOT NULL,
+    blocked_until double precision NOT NULL DEFAULT 0,
+    pacing        text NOT NULL DEFAULT '{}',
+    health        text NOT NULL DEFAULT '{}',
+    in_flight     integer NOT NULL DEFAULT 0,
+    next_at       double precision NOT NULL DEFAULT 0,
+    last_lease_at double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (domain, route)
+);
+CREATE TABLE routes (
+    id         text COLLATE "C" PRIMARY KEY,
+    pool       text NOT NULL,
+    tier       integer NOT NULL DEFAULT 0,
+    cost       double precision NOT NULL DEFAULT 0,
+    breaker    text NOT NULL DEFAULT '{}',
+    open_until double precision NOT NULL DEFAULT 0
+);
+INSERT INTO routes (id, pool) VALUES ('direct', 'direct');
+ALTER TABLE domains
+    ADD COLUMN tier integer NOT NULL DEFAULT 0,
+    ADD COLUMN escalation text NOT NULL DEFAULT '{}';
+ALTER TABLE requests ADD COLUMN lease_route text;
+INSERT INTO lanes (domain, route, max_in_flight, min_delay, delay_floor, delay, concurrency,
+                   blocked_until, pacing, in_flight, next_at, last_lease_at)
+SELECT domain, 'direct', 1073741824, 0, delay_floor, delay, concurrency, blocked_until, pacing,
+       in_flight, next_at, last_lease_at
+FROM domains;
+UPDATE requests SET lease_route = 'direct' WHERE state = 'leased';
+-- every change of a domain's route tier (up after blocks, or a probe down), for status and metrics
+CREATE TABLE tier_moves (
+    domain    text NOT NULL,
+    at        double precision NOT NULL,
+    from_tier integer NOT NULL,
+    to_tier   integer NOT NULL,
+    why       text NOT NULL
+);
+
 -- name: notify
 -- Idle workers LISTEN instead of polling: a transaction that queued requests, freed slots or
 -- changed what may be leased wakes them when it commits (notifications of one transaction with
@@ -306,9 +359,22 @@ SELECT u.domain, u.max_in_flight, u.min_delay, u.min_delay, u.max_in_flight
 FROM unnest($1::text[], $2::int[], $3::float8[]) AS u(domain, max_in_flight, min_delay)
 ON CONFLICT (domain) DO NOTHING;
 
+-- name: insert_lanes
+-- new domains' lanes, one per route, with the route's own limits (first writer wins; sorted)
+INSERT INTO lanes (domain, route, tier, max_in_flight, min_delay, delay, concurrency)
+SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::float8[], $6::float8[],
+                     $7::int[])
+ON CONFLICT (domain, route) DO NOTHING;
+
+-- name: upsert_routes
+INSERT INTO routes (id, pool, tier, cost)
+SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::float8[])
+ON CONFLICT (id) DO UPDATE SET pool = excluded.pool, tier = excluded.tier, cost = excluded.cost
+
 -- name: upsert_domain
 -- A raised limit is granted at once; a lowered one clamps the adaptive concurrency; an unchanged
--- one (a job submitted again) keeps what pacing learned.
+-- one (a job submitted again) keeps what pacing learned. Returns the cap it had (or none).
+WITH before AS (SELECT max_in_flight FROM domains WHERE domain = $1 FOR UPDATE)
 INSERT INTO domains (domain, max_in_flight, min_delay, delay, concurrency)
 VALUES ($1, $2, $3, $3, $2)
 ON CONFLICT (domain) DO UPDATE SET
@@ -317,33 +383,97 @@ ON CONFLICT (domain) DO UPDATE SET
                        ELSE least(domains.concurrency, excluded.max_in_flight) END,
     max_in_flight = excluded.max_in_flight,
     min_delay = excluded.min_delay,
-    delay = greatest(domains.delay, excluded.min_delay, domains.delay_floor);
+    delay = greatest(domains.delay, excluded.min_delay, domains.delay_floor)
+RETURNING (SELECT max_in_flight FROM before);
+
+-- name: limit_lanes
+-- the domain's new limits reach its lanes: a raised cap is granted at once (up to a lane's own),
+-- a lowered one clamps the adaptive concurrency, the rate floor moves with the domain's
+UPDATE lanes SET
+    concurrency = CASE WHEN $3 THEN least(max_in_flight, $2) ELSE least(concurrency, $2) END,
+    delay = greatest(delay, min_delay, $4, delay_floor)
+WHERE domain = $1
 
 -- name: set_crawl_delay
-UPDATE domains SET delay_floor = $2, delay = greatest(delay, $2) WHERE domain = $1;
+-- the floor holds for the domain as a whole (the lease spaces starts over all its lanes by it)
+-- and for each lane (domain row first: the lock order of this file)
+WITH d AS (
+    UPDATE domains SET delay_floor = $2, delay = greatest(delay, $2) WHERE domain = $1
+    RETURNING domain
+)
+UPDATE lanes l SET delay_floor = $2, delay = greatest(l.delay, $2)
+FROM d WHERE l.domain = d.domain
 
 -- name: pace_read
--- The lanes of a complete/fail batch, locked in domain order (the lock order of this file), to
--- fold the batch's outcomes into their pacing in Python (frontier.pacing, one pure function for
--- every backend) and write them back with pace_write in the same transaction.
-SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, blocked_until,
-       delay_floor, pacing
-FROM domains WHERE domain = ANY ($1::text[])
-ORDER BY domain
-FOR UPDATE;
+-- The lanes of a complete/fail batch, locked in (domain, route) order (the lock order of this
+-- file), to fold the batch's outcomes into their pacing in Python (frontier.pacing, one pure
+-- function for every backend) and write them back with pace_write in the same transaction. A
+-- lane's limits are the narrower of its route's and its domain's.
+SELECT l.domain, l.route, least(l.max_in_flight, d.max_in_flight),
+       greatest(l.min_delay, d.min_delay), l.in_flight, l.next_at, l.delay, l.concurrency,
+       l.blocked_until, l.delay_floor, l.pacing, l.health, l.tier
+FROM lanes l JOIN domains d ON d.domain = l.domain
+JOIN unnest($1::text[], $2::text[]) AS u(domain, route) ON l.domain = u.domain AND l.route = u.route
+ORDER BY l.domain, l.route
+FOR UPDATE OF l
 
--- name: domain_state
-SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, blocked_until,
-       delay_floor, pacing
-FROM domains WHERE domain = $1;
+-- name: lane_state
+SELECT l.domain, l.route, least(l.max_in_flight, d.max_in_flight),
+       greatest(l.min_delay, d.min_delay), l.in_flight, l.next_at, l.delay, l.concurrency,
+       l.blocked_until, l.delay_floor, l.pacing
+FROM lanes l JOIN domains d ON d.domain = l.domain
+WHERE l.domain = $1
+ORDER BY l.route <> 'direct', l.route
+
+-- name: lock_domains
+-- a complete/fail batch's domains, locked in domain order before their lanes (the lock order)
+SELECT domain FROM domains WHERE domain = ANY ($1::text[]) ORDER BY domain FOR UPDATE;
+
+-- name: domains_freed
+UPDATE domains d SET in_flight = greatest(0, d.in_flight - u.n)
+FROM unnest($1::text[], $2::int[]) AS u(domain, n)
+WHERE d.domain = u.domain;
 
 -- name: pace_write
-UPDATE domains d SET
-    in_flight = greatest(0, d.in_flight - u.freed), delay = u.delay,
-    concurrency = u.concurrency, blocked_until = u.blocked_until, pacing = u.pacing
-FROM unnest($1::text[], $2::int[], $3::float8[], $4::int[], $5::float8[], $6::text[])
-     AS u(domain, freed, delay, concurrency, blocked_until, pacing)
-WHERE d.domain = u.domain;
+UPDATE lanes l SET
+    in_flight = greatest(0, l.in_flight - u.freed), delay = u.delay,
+    concurrency = u.concurrency, blocked_until = u.blocked_until, pacing = u.pacing,
+    health = u.health
+FROM unnest($1::text[], $2::text[], $3::int[], $4::float8[], $5::int[], $6::float8[],
+            $7::text[], $8::text[])
+     AS u(domain, route, freed, delay, concurrency, blocked_until, pacing, health)
+WHERE l.domain = u.domain AND l.route = u.route;
+
+-- name: routes_read
+-- after the lanes (the lock order), in id order
+SELECT id, breaker FROM routes WHERE id = ANY ($1::text[]) ORDER BY id FOR UPDATE;
+
+-- name: routes_write
+UPDATE routes r SET breaker = u.breaker, open_until = u.open_until
+FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(id, breaker, open_until)
+WHERE r.id = u.id;
+
+-- name: domain_tiers
+-- the route tiers a batch's domains have lanes on, and the tier each is crawled on now (the
+-- domain rows are locked already, by lock_domains)
+SELECT l.domain, d.tier, d.escalation, array_agg(DISTINCT l.tier)
+FROM lanes l JOIN domains d ON d.domain = l.domain
+WHERE l.domain = ANY ($1::text[])
+GROUP BY l.domain, d.tier, d.escalation;
+
+-- name: escalate
+UPDATE domains SET tier = $2, escalation = $3 WHERE domain = $1;
+
+-- name: tier_moved
+INSERT INTO tier_moves (domain, at, from_tier, to_tier, why) VALUES ($1, $2, $3, $4, $5);
+
+-- name: domain_tier_init
+-- new domains are crawled on the lowest route tier they have a lane on
+UPDATE domains d SET tier = t.tier
+FROM (SELECT domain, min(tier) AS tier FROM lanes WHERE domain = ANY ($1::text[])
+      GROUP BY domain) t
+WHERE d.domain = t.domain
+  AND NOT EXISTS (SELECT FROM lanes l WHERE l.domain = d.domain AND l.tier = d.tier);
 
 -- name: rescue_expired
 -- An expired lease counted its attempt when it was taken: back to the queue, or dead when that
@@ -366,12 +496,14 @@ WITH expired AS (
         lease_owner = NULL
     FROM expired e
     WHERE r.id = e.id
-    RETURNING r.id, r.domain, r.attempts
+    RETURNING r.id, r.domain, r.attempts, r.lease_route
 ), history AS (
     INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
-    SELECT id, attempts, $1::float8, 'lease_expired', NULL, 'lease expired', NULL FROM rescued
+    SELECT id, attempts, $1::float8, 'lease_expired', NULL, 'lease expired', lease_route
+    FROM rescued
 )
-SELECT domain, count(*)::int FROM rescued GROUP BY domain;
+SELECT domain, coalesce(lease_route, 'direct'), count(*)::int FROM rescued
+GROUP BY domain, lease_route;
 
 -- name: worker_seen
 INSERT INTO workers (id, started_at, last_seen) VALUES ($1, $2, $2)
@@ -381,63 +513,87 @@ ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen;
 SELECT count(*)::int FROM workers WHERE last_seen >= $1;
 
 -- name: my_leases
-SELECT domain, count(*)::int FROM requests WHERE lease_owner = $1 AND state = 'leased'
-GROUP BY domain;
+SELECT domain, coalesce(lease_route, 'direct'), count(*)::int FROM requests
+WHERE lease_owner = $1 AND state = 'leased'
+GROUP BY domain, lease_route
 
 -- name: lease
 -- The whole lease in one statement, read lazily from the top: the LIMIT in pick stops the walk as
--- soon as the batch is full, so a lease touches only the domains and rows it hands out (a plan
--- that sorts or hashes every queued row, as an EXISTS semi-join would, costs milliseconds).
+-- soon as the batch is full, so a lease touches only the domains, lanes and rows it hands out (a
+-- plan that sorts or hashes every queued row, as an EXISTS semi-join would, costs milliseconds).
 --
--- cand: domains with a free in-flight slot (below concurrency, the adaptive cap), not backed off and with a pacing slot within the
---   horizon, oldest-served first (a domain with a million URLs cannot starve ten small ones).
---   FOR UPDATE SKIP LOCKED on the domain row is what makes pacing hold across the fleet: while
---   one leaser hands out a domain's slots, another skips that domain (it does not wait, and it
---   cannot hand out the same slots) and serves the next one.
--- pick: per domain, its best ready requests (priority, then age), as many as it has free slots
---   (and pacing slots inside the horizon), FOR UPDATE SKIP LOCKED so concurrent leasers never
---   share a row. slot numbers the domain's requests: it starts at start + slot * delay. A domain
---   without ready work yields one row with a NULL id: it is still marked served, so it moves to
---   the back of the line instead of being looked at first by every lease. Those rows count
---   against LIMIT $4; the caller runs the statement again, skipping the domains visited ($8),
---   while they leave the batch short.
---   A worker leases only requests of the fetcher kinds it runs ($12; "auto" starts as http).
--- taken: the fencing token moves on at every lease; a holder whose lease was taken over is
---   refused by complete/fail/heartbeat.
--- served: the domains' in-flight counts and next pacing slot, on the rows locked in cand.
+-- dom: domains with a free in-flight slot and a start slot within the horizon, oldest-served
+--   first (a domain with a million URLs cannot starve ten small ones), not visited yet ($8).
+--   FOR UPDATE SKIP LOCKED on the domain row is what makes politeness hold across the fleet:
+--   while one leaser hands out a domain's slots, another skips that domain (it does not wait,
+--   and it cannot hand out the same slots) and serves the next one.
+-- cand: per domain, its oldest-served lane that may lease now: on the domain's current route
+--   tier, a free slot below its (adaptive) concurrency, not held, its route's breaker not open,
+--   a start slot within the horizon, and this worker below its fair share of it ($9 workers
+--   share each lane's slots; $10/$11/$12: this worker's live leases per lane). One lane per
+--   domain per statement: the domain's cap is checked against one lane's take; the caller runs
+--   the statement again for the domain's other lanes. A lane's starts are spaced by the wider of
+--   its own delay and its domain's (rate, Crawl-delay); free is the narrower of the lane's, the
+--   domain's and the share's room.
+-- pick: per lane, its domain's best ready requests (priority, then age) of the running jobs and
+--   of the fetcher kinds this worker runs ($13; "auto" starts as http), as many as it has free
+--   slots (and start slots inside the horizon), FOR UPDATE SKIP LOCKED so concurrent leasers
+--   never share a row. slot numbers the lane's requests: it starts at start + slot * gap. A
+--   domain without ready work (or without a lane that may lease) yields one row with a NULL id:
+--   it is still marked served, so it moves to the back of the line; the caller runs the
+--   statement again past the domains visited ($8) while they leave the batch short.
+-- taken: the fencing token moves on at every lease; the lease remembers its route.
+-- lanes_served / domains_served: in-flight counts and next start slots, on the rows locked above.
 WITH active AS (
     SELECT coalesce(array_agg(id), '{}') AS ids FROM jobs
     WHERE state = 'running' AND ($7::text[] IS NULL OR name = ANY ($7::text[]))
 ), mine AS (
-    -- this worker's live leases per domain; $9 workers share each domain's slots
-    SELECT m.domain, m.n FROM unnest($10::text[], $11::int[]) AS m (domain, n)
-), cand AS MATERIALIZED (
-    SELECT d.domain,
-           least(d.concurrency - d.in_flight,
-                 (d.concurrency + $9 - 1) / $9 - coalesce(m.n, 0)) AS free,
-           d.delay, greatest(d.next_at, $1) AS start, d.last_lease_at
-    FROM domains d LEFT JOIN mine m ON m.domain = d.domain
-    WHERE d.in_flight < d.concurrency AND d.blocked_until <= $1 AND d.next_at <= $2
-      AND d.domain <> ALL ($8::text[])
-      AND (d.concurrency + $9 - 1) / $9 > coalesce(m.n, 0)
+    SELECT m.domain, m.route, m.n FROM unnest($10::text[], $11::text[], $12::int[])
+        AS m (domain, route, n)
+), dom AS MATERIALIZED (
+    SELECT d.domain, d.max_in_flight - d.in_flight AS d_free,
+           greatest(d.min_delay, d.delay_floor) AS step, d.next_at AS d_next, d.tier,
+           d.last_lease_at
+    FROM domains d
+    WHERE d.in_flight < d.max_in_flight AND d.next_at <= $2 AND d.domain <> ALL ($8::text[])
     ORDER BY d.last_lease_at, d.domain
     LIMIT $3
     FOR UPDATE OF d SKIP LOCKED
+), cand AS MATERIALIZED (
+    SELECT x.domain, x.last_lease_at, x.step, l.route, l.delay,
+           greatest(l.delay, x.step) AS gap,
+           greatest(l.next_at, x.d_next, $1) AS start,
+           least(l.concurrency - l.in_flight, x.d_free, l.share) AS free
+    FROM dom x
+    LEFT JOIN LATERAL (
+        SELECT ln.route, ln.delay, ln.next_at, ln.concurrency, ln.in_flight,
+               (ln.concurrency + $9 - 1) / $9 - coalesce(m.n, 0) AS share
+        FROM lanes ln
+        LEFT JOIN routes r ON r.id = ln.route
+        LEFT JOIN mine m ON m.domain = ln.domain AND m.route = ln.route
+        WHERE ln.domain = x.domain AND ln.tier = x.tier AND ln.in_flight < ln.concurrency
+          AND ln.blocked_until <= $1 AND ln.next_at <= $2 AND coalesce(r.open_until, 0) <= $1
+          AND (ln.concurrency + $9 - 1) / $9 > coalesce(m.n, 0)
+        ORDER BY ln.last_lease_at, ln.route
+        LIMIT 1
+        FOR UPDATE OF ln SKIP LOCKED
+    ) l ON true
 ), pick AS MATERIALIZED (
-    SELECT p.id, c.domain, c.delay, c.start, c.last_lease_at, p.slot,
-           c.start + p.slot * c.delay AS start_at
+    SELECT p.id, c.domain, c.route, c.delay, c.step, c.gap, c.start, c.last_lease_at, p.slot,
+           c.start + p.slot * c.gap AS start_at
     FROM cand c
     LEFT JOIN LATERAL (
         SELECT q.id, (row_number() OVER (ORDER BY q.priority DESC, q.id) - 1)::int AS slot
         FROM (
             SELECT r.id, r.priority FROM requests r
-            WHERE r.domain = c.domain AND r.state = 'queued' AND r.ready_at <= $1
+            WHERE c.route IS NOT NULL
+              AND r.domain = c.domain AND r.state = 'queued' AND r.ready_at <= $1
               AND r.job_id = ANY ((SELECT ids FROM active)::bigint[])
               AND (CASE WHEN r.fetcher = 'browser' THEN 'browser' ELSE 'http' END)
-                  = ANY ($12::text[])
+                  = ANY ($13::text[])
             ORDER BY r.priority DESC, r.id
-            LIMIT least(c.free, CASE WHEN c.delay > 0
-                                     THEN floor(($2 - c.start) / c.delay)::int + 1
+            LIMIT least(c.free, CASE WHEN c.gap > 0
+                                     THEN floor(($2 - c.start) / c.gap)::int + 1
                                      ELSE c.free END)
             FOR UPDATE SKIP LOCKED
         ) q
@@ -449,44 +605,67 @@ WITH active AS (
         attempts = r.attempts + 1,
         lease_token = r.lease_token + 1,
         lease_owner = $5,
-        lease_expires_at = p.start_at + $6
+        lease_expires_at = p.start_at + $6,
+        lease_route = p.route
     FROM pick p
     WHERE r.id = p.id
     RETURNING r.id, r.job_id, r.url, r.domain, r.priority, r.depth, r.callback, r.meta::text,
               r.method, r.body, r.fetcher, r.attempts, r.max_attempts, r.lease_token,
-              r.lease_expires_at, p.start_at, p.last_lease_at, p.slot
+              r.lease_expires_at, p.start_at, p.last_lease_at, p.slot, p.route
 ), served AS (
+    SELECT domain, route, start, delay, step, gap, count(id)::int AS n
+    FROM pick GROUP BY domain, route, start, delay, step, gap
+), lanes_served AS (
+    UPDATE lanes l SET
+        in_flight = l.in_flight + s.n,
+        next_at = CASE WHEN s.n > 0 THEN s.start + (s.n - 1) * s.gap + s.delay ELSE l.next_at END,
+        last_lease_at = $1
+    FROM served s
+    WHERE l.domain = s.domain AND l.route = s.route
+), domains_served AS (
     UPDATE domains d SET
         in_flight = d.in_flight + s.n,
-        next_at = CASE WHEN s.n > 0 THEN s.start + s.n * s.delay ELSE d.next_at END,
+        next_at = CASE WHEN s.n > 0 THEN greatest(d.next_at, s.start + (s.n - 1) * s.gap + s.step)
+                       ELSE d.next_at END,
         last_lease_at = $1
-    FROM (SELECT domain, start, delay, count(id)::int AS n
-          FROM pick GROUP BY domain, start, delay) s
+    FROM (SELECT x.domain, coalesce(sum(s.n), 0)::int AS n, max(s.start) AS start,
+                 max(s.gap) AS gap, max(s.step) AS step
+          FROM dom x LEFT JOIN served s ON s.domain = x.domain GROUP BY x.domain) s
     WHERE d.domain = s.domain
 )
 -- one row per pick row: the leases, and a row with a NULL id per domain found without ready work
 -- (the caller leases again, past the domains already visited, when those left the batch short)
 SELECT t.id, j.name, t.url, p.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
-       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.lease_expires_at, p.start_at
+       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.lease_expires_at, p.start_at,
+       p.route
 FROM pick p
 LEFT JOIN taken t ON t.id = p.id
 LEFT JOIN jobs j ON j.id = t.job_id
-ORDER BY p.last_lease_at, p.domain, p.slot;
+ORDER BY p.last_lease_at, p.domain, p.slot
 
--- name: release_domains
--- Give back in-flight slots. The domain rows are locked in domain order first: two transactions
--- freeing slots of the same domains in different orders would otherwise deadlock.
+-- name: release_lanes
+-- Give back in-flight slots of lanes and of their domains. The rows are locked in the lock
+-- order of this file (domains in domain order, then lanes in (domain, route) order): two
+-- transactions freeing slots of the same domains in different orders would otherwise deadlock.
 WITH freed AS (
-    SELECT u.domain, u.n FROM unnest($1::text[], $2::int[]) AS u(domain, n)
+    SELECT u.domain, u.route, u.n FROM unnest($1::text[], $2::text[], $3::int[])
+        AS u(domain, route, n)
+), per_domain AS (
+    SELECT domain, sum(n)::int AS n FROM freed GROUP BY domain
 ), locked AS (
     SELECT d.domain FROM domains d
-    WHERE d.domain IN (SELECT domain FROM freed)
+    WHERE d.domain IN (SELECT domain FROM per_domain)
     ORDER BY d.domain
     FOR UPDATE
+), domains_freed AS (
+    UPDATE domains d SET in_flight = greatest(0, d.in_flight - f.n)
+    FROM per_domain f, locked l
+    WHERE d.domain = f.domain AND l.domain = f.domain
+    RETURNING d.domain
 )
-UPDATE domains d SET in_flight = greatest(0, d.in_flight - f.n)
-FROM freed f, locked l
-WHERE d.domain = f.domain AND l.domain = f.domain;
+UPDATE lanes l SET in_flight = greatest(0, l.in_flight - f.n)
+FROM freed f
+WHERE l.domain = f.domain AND l.route = f.route AND EXISTS (SELECT FROM domains_freed)
 
 -- name: heartbeat
 UPDATE requests r SET lease_expires_at = greatest(r.lease_expires_at, $1)
@@ -498,7 +677,7 @@ RETURNING r.id;
 UPDATE requests r SET state = 'done', status = u.status, finished_at = $1, lease_owner = NULL
 FROM unnest($2::bigint[], $3::bigint[], $4::int[]) AS u(id, token, status)
 WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
-RETURNING r.id, r.job_id, r.domain;
+RETURNING r.id, r.job_id, r.domain, coalesce(r.lease_route, 'direct');
 
 -- name: fail
 -- No retry_at: dead with its reason. The attempt goes to the history in the same statement.
@@ -518,19 +697,20 @@ WITH failed AS (
          AS u(id, token, retry_at, dead_reason, error, status, outcome, route, counted)
     WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
     RETURNING r.id, r.domain, r.attempts + CASE WHEN u.counted THEN 0 ELSE 1 END AS n,
-              u.outcome, u.status, u.error, u.route
+              u.outcome, u.status, u.error, coalesce(u.route, r.lease_route) AS route,
+              coalesce(r.lease_route, 'direct') AS lane_route
 ), history AS (
     INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
     SELECT id, n, $1::float8, outcome, status, error, route FROM failed
 )
-SELECT id, domain FROM failed;
+SELECT id, domain, lane_route FROM failed;
 
 -- name: release
 UPDATE requests r SET
     state = 'queued', attempts = r.attempts - 1, ready_at = $1, lease_owner = NULL
 FROM unnest($2::bigint[], $3::bigint[]) AS u(id, token)
 WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
-RETURNING r.id, r.domain;
+RETURNING r.id, r.domain, coalesce(r.lease_route, 'direct');
 
 -- name: upsert_records
 -- a record key is one record: a refetch replaces it, never duplicates it. The caller keeps the

@@ -179,6 +179,61 @@ UPDATE domains SET pacing = json_object(
 -- other.
 INSERT OR IGNORE INTO meta (key, value) VALUES ('work_version', '0');
 
+-- name: migration_0008_lanes
+-- Schema version 8: the unit of pacing is a lane, a (domain, route) pair. A lane keeps the
+-- adaptive pacing (delay, concurrency, hold, the controller's document), its in-flight count and
+-- its next start, and its route's own limits; the domain keeps what caps the sum over its lanes
+-- (domain_concurrency, domain_rate, the robots.txt Crawl-delay floor), its total in flight, its
+-- next start, and the route tier it is crawled on. Routes keep their circuit breaker. A leased
+-- request remembers the route its lease goes through. Every domain so far gets one lane,
+-- "direct", with the pacing it had.
+CREATE TABLE lanes (
+    domain        TEXT NOT NULL,
+    route         TEXT NOT NULL,
+    tier          INTEGER NOT NULL DEFAULT 0,
+    max_in_flight INTEGER NOT NULL,
+    min_delay     REAL NOT NULL DEFAULT 0,
+    delay_floor   REAL NOT NULL DEFAULT 0,
+    delay         REAL NOT NULL DEFAULT 0,
+    concurrency   INTEGER NOT NULL,
+    blocked_until REAL NOT NULL DEFAULT 0,
+    pacing        TEXT NOT NULL DEFAULT '{}',
+    health        TEXT NOT NULL DEFAULT '{}',
+    in_flight     INTEGER NOT NULL DEFAULT 0,
+    next_at       REAL NOT NULL DEFAULT 0,
+    last_lease_at REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (domain, route)
+) WITHOUT ROWID;
+-- the lease walks lanes oldest-served first
+CREATE INDEX lanes_served ON lanes (last_lease_at);
+CREATE TABLE routes (
+    id         TEXT PRIMARY KEY,
+    pool       TEXT NOT NULL,
+    tier       INTEGER NOT NULL DEFAULT 0,
+    cost       REAL NOT NULL DEFAULT 0,
+    breaker    TEXT NOT NULL DEFAULT '{}',
+    open_until REAL NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+INSERT INTO routes (id, pool) VALUES ('direct', 'direct');
+ALTER TABLE domains ADD COLUMN tier INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE domains ADD COLUMN escalation TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE requests ADD COLUMN lease_route TEXT;
+-- (the direct route has no limits of its own: its lane's are its domain's)
+INSERT INTO lanes (domain, route, max_in_flight, min_delay, delay_floor, delay, concurrency,
+                   blocked_until, pacing, in_flight, next_at, last_lease_at)
+SELECT domain, 'direct', 1073741824, 0, delay_floor, delay, concurrency,
+       blocked_until, pacing, in_flight, next_at, last_lease_at
+FROM domains;
+UPDATE requests SET lease_route = 'direct' WHERE state = 'leased';
+-- every change of a domain's route tier (up after blocks, or a probe down), for status and metrics
+CREATE TABLE tier_moves (
+    domain    TEXT NOT NULL,
+    at        REAL NOT NULL,
+    from_tier INTEGER NOT NULL,
+    to_tier   INTEGER NOT NULL,
+    why       TEXT NOT NULL
+);
+
 -- name: work_changed
 UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'work_version';
 
@@ -249,6 +304,26 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?);
 INSERT OR IGNORE INTO domains (domain, max_in_flight, min_delay, delay, concurrency)
 VALUES (?1, ?2, ?3, ?4, ?2);
 
+-- name: insert_lane
+-- a domain's lane through one route (first writer wins), with the route's own limits (a cap of
+-- 2^30: none); it starts at the narrower of the route's and the domain's concurrency, no faster
+-- than the slower of their rates
+INSERT OR IGNORE INTO lanes (domain, route, tier, max_in_flight, min_delay, delay, concurrency)
+VALUES (:domain, :route, :tier, :max_in_flight, :min_delay, :delay, :concurrency);
+
+-- name: domain_tier_init
+-- a new domain is crawled on the lowest route tier it has a lane on
+UPDATE domains SET tier = (SELECT min(tier) FROM lanes WHERE domain = :domain)
+WHERE domain = :domain
+  AND NOT EXISTS (SELECT 1 FROM lanes WHERE domain = :domain AND tier = domains.tier);
+
+-- name: domain_cap
+SELECT max_in_flight FROM domains WHERE domain = ?;
+
+-- name: upsert_route
+INSERT INTO routes (id, pool, tier, cost) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (id) DO UPDATE SET pool = excluded.pool, tier = excluded.tier, cost = excluded.cost;
+
 -- name: upsert_domain
 -- A raised limit is granted at once; a lowered one clamps the adaptive concurrency; an unchanged
 -- one (a job submitted again) keeps what pacing learned.
@@ -261,19 +336,65 @@ ON CONFLICT (domain) DO UPDATE SET
     min_delay = excluded.min_delay,
     delay = max(domains.delay, excluded.min_delay, domains.delay_floor);
 
+-- name: limit_lanes
+-- the domain's new limits reach its lanes: a raised cap is granted at once (up to a lane's own),
+-- a lowered one clamps the adaptive concurrency, the rate floor moves with the domain's
+UPDATE lanes SET
+    concurrency = CASE WHEN :raised THEN min(max_in_flight, :max_in_flight)
+                       ELSE min(concurrency, :max_in_flight) END,
+    delay = max(delay, min_delay, :min_delay, delay_floor)
+WHERE domain = :domain;
+
 -- name: set_crawl_delay
+-- the floor holds for the domain as a whole (the lease spaces starts over all its lanes by it)
+-- and for each lane
 UPDATE domains SET delay_floor = :floor, delay = max(delay, :floor) WHERE domain = :domain;
 
+-- name: set_crawl_delay_lanes
+UPDATE lanes SET delay_floor = :floor, delay = max(delay, :floor) WHERE domain = :domain;
+
 -- name: pace_read
--- the lanes of a complete/fail batch, to fold its outcomes into their pacing (frontier.pacing)
-SELECT domain, max_in_flight, min_delay, in_flight, next_at, delay, concurrency, blocked_until,
-       delay_floor, pacing
-FROM domains WHERE domain IN (SELECT value FROM json_each(?));
+-- the lanes of a complete/fail batch, to fold its outcomes into their pacing (frontier.pacing):
+-- a lane's limits are the narrower of its route's and its domain's
+-- (?: a JSON array of [domain, route] pairs; the join walks the lanes' primary key)
+SELECT l.domain, l.route, min(l.max_in_flight, d.max_in_flight), max(l.min_delay, d.min_delay),
+       l.in_flight, l.next_at, l.delay, l.concurrency, l.blocked_until, l.delay_floor, l.pacing,
+       l.health, l.tier
+FROM json_each(?) j
+JOIN lanes l ON l.domain = json_extract(j.value, '$[0]') AND l.route = json_extract(j.value, '$[1]')
+JOIN domains d ON d.domain = l.domain;
 
 -- name: pace_write
-UPDATE domains SET
-    in_flight = max(0, in_flight - ?), delay = ?, concurrency = ?, blocked_until = ?, pacing = ?
-WHERE domain = ?;
+UPDATE lanes SET
+    in_flight = max(0, in_flight - ?), delay = ?, concurrency = ?, blocked_until = ?, pacing = ?,
+    health = ?
+WHERE domain = ? AND route = ?;
+
+-- name: routes_read
+SELECT id, breaker FROM routes WHERE id IN (SELECT value FROM json_each(?));
+
+-- name: route_write
+UPDATE routes SET breaker = ?, open_until = ? WHERE id = ?;
+
+-- name: domain_tiers
+-- the route tiers a batch's domains have lanes on, and the tier each is crawled on now
+SELECT l.domain, d.tier, d.escalation, group_concat(DISTINCT l.tier)
+FROM lanes l JOIN domains d ON d.domain = l.domain
+WHERE l.domain IN (SELECT value FROM json_each(?))
+GROUP BY l.domain;
+
+-- name: escalate
+UPDATE domains SET tier = ?, escalation = ? WHERE domain = ?;
+
+-- name: tier_moved
+INSERT INTO tier_moves (domain, at, from_tier, to_tier, why) VALUES (?, ?, ?, ?, ?);
+
+-- name: lane_state
+SELECT l.domain, l.route, min(l.max_in_flight, d.max_in_flight), max(l.min_delay, d.min_delay),
+       l.in_flight, l.next_at, l.delay, l.concurrency, l.blocked_until, l.delay_floor, l.pacing
+FROM lanes l JOIN domains d ON d.domain = l.domain
+WHERE l.domain = ?
+ORDER BY l.route = 'direct' DESC, l.route;
 
 -- name: rescue_expired
 -- An expired lease counted its attempt when it was taken: back to the queue, or dead when that
@@ -286,16 +407,24 @@ UPDATE requests SET
     ready_at = :now,
     lease_owner = NULL
 WHERE state = 'leased' AND lease_expires_at < :now
-RETURNING id, domain, attempts;
+RETURNING id, domain, attempts, lease_route;
 
--- name: lease_domains
--- Candidate domains: a free in-flight slot, not backed off, a pacing slot within the horizon.
--- Oldest-served first, so a domain with a million URLs cannot starve ten small ones.
--- concurrency is the domain's current (adaptive) cap, at most max_in_flight.
-SELECT domain, concurrency - in_flight, delay, next_at, concurrency
-FROM domains
-WHERE in_flight < concurrency AND blocked_until <= :now AND next_at <= :horizon
-ORDER BY last_lease_at
+-- name: lease_lanes
+-- Candidate lanes: a free in-flight slot in the lane and in its domain, not held, on the route
+-- tier the domain is crawled on, a route whose breaker is not open, a pacing slot within the
+-- horizon (the later of the lane's and the domain's next start). Oldest-served first, so a
+-- domain with a million URLs cannot starve ten small ones. concurrency is the lane's current
+-- (adaptive) cap; the domain's max_in_flight caps the sum of its lanes; a lane's starts are
+-- spaced by its delay, a domain's by its rate and Crawl-delay.
+SELECT l.domain, l.route, l.concurrency - l.in_flight, d.max_in_flight - d.in_flight,
+       l.delay, max(d.min_delay, d.delay_floor), max(l.next_at, d.next_at), l.concurrency
+FROM lanes l INDEXED BY lanes_served
+JOIN domains d ON d.domain = l.domain
+LEFT JOIN routes r ON r.id = l.route
+WHERE l.in_flight < l.concurrency AND d.in_flight < d.max_in_flight
+  AND l.blocked_until <= :now AND l.tier = d.tier AND coalesce(r.open_until, 0) <= :now
+  AND l.next_at <= :horizon AND d.next_at <= :horizon
+ORDER BY l.last_lease_at
 LIMIT :limit;
 
 -- name: lease_pick
@@ -317,7 +446,8 @@ UPDATE requests SET
     attempts = attempts + 1,
     lease_token = lease_token + 1,
     lease_owner = :worker,
-    lease_expires_at = :expires
+    lease_expires_at = :expires,
+    lease_route = :route
 WHERE id IN (
     SELECT id FROM requests INDEXED BY requests_ready
     WHERE domain = :domain AND state = 'queued' AND ready_at <= :now
@@ -331,14 +461,15 @@ RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body
           attempts, max_attempts, lease_token;
 
 -- name: lease_take
--- a paced domain: each lease has its own start slot and expiry
+-- a paced lane: each lease has its own start slot and expiry
 UPDATE requests SET
     state = 'leased',
     attempts = attempts + 1,
     lease_token = lease_token + 1,
-    lease_owner = ?,
-    lease_expires_at = ?
-WHERE id = ? AND state = 'queued'
+    lease_owner = :worker,
+    lease_expires_at = :expires,
+    lease_route = :route
+WHERE id = :id AND state = 'queued'
 RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body, fetcher,
           attempts, max_attempts, lease_token;
 
@@ -350,18 +481,27 @@ ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen;
 SELECT count(*) FROM workers WHERE last_seen >= ?;
 
 -- name: my_leases
-SELECT domain, count(*) FROM requests INDEXED BY requests_owner
+SELECT domain, lease_route, count(*) FROM requests INDEXED BY requests_owner
 WHERE lease_owner = ? AND state = 'leased'
-GROUP BY domain;
+GROUP BY domain, lease_route;
+
+-- name: lane_leased
+UPDATE lanes SET in_flight = in_flight + :n, next_at = :lane_next, last_lease_at = :now
+WHERE domain = :domain AND route = :route;
 
 -- name: domain_leased
-UPDATE domains SET in_flight = in_flight + ?, next_at = ?, last_lease_at = ? WHERE domain = ?;
+UPDATE domains SET in_flight = in_flight + :n, next_at = max(next_at, :domain_next),
+    last_lease_at = :now
+WHERE domain = :domain;
 
--- name: domain_touched
-UPDATE domains SET last_lease_at = ? WHERE domain = ?;
+-- name: lane_touched
+UPDATE lanes SET last_lease_at = ? WHERE domain = ? AND route = ?;
 
 -- name: domain_released
 UPDATE domains SET in_flight = max(0, in_flight - ?) WHERE domain = ?;
+
+-- name: lane_released
+UPDATE lanes SET in_flight = max(0, in_flight - ?) WHERE domain = ? AND route = ?;
 
 -- name: heartbeat
 UPDATE requests SET lease_expires_at = max(lease_expires_at, ?)
@@ -371,7 +511,7 @@ RETURNING id;
 -- name: held
 -- which of these leases are still held (the caller compares tokens): inside the same write
 -- transaction, so nothing can change between this read and the update below
-SELECT id, lease_token, job_id, domain FROM requests
+SELECT id, lease_token, job_id, domain, lease_route FROM requests
 WHERE state = 'leased' AND id IN (SELECT value FROM json_each(?));
 
 -- name: complete
@@ -390,12 +530,12 @@ UPDATE requests SET
     finished_at = CASE WHEN :retry_at IS NULL THEN :now ELSE NULL END,
     lease_owner = NULL
 WHERE id = :id AND lease_token = :token AND state = 'leased'
-RETURNING domain, attempts;
+RETURNING domain, attempts, lease_route;
 
 -- name: release
 UPDATE requests SET state = 'queued', attempts = attempts - 1, ready_at = ?, lease_owner = NULL
 WHERE id = ? AND lease_token = ? AND state = 'leased'
-RETURNING domain;
+RETURNING domain, lease_route;
 
 -- name: insert_attempt
 INSERT INTO attempts (request_id, n, at, outcome, status, error, route) VALUES (?, ?, ?, ?, ?, ?, ?);

@@ -1,0 +1,124 @@
+"""Lanes: pacing per (domain, route), a domain's own limits capping the sum of its lanes.
+
+Every backend. A job's routes come from its pools (``JobSpec.routes``); a domain gets a lane per
+route of the pools that serve it, and the lease hands out a route with each slot.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tests.conftest import FakeClock
+from tests.contract.test_frontier import TTL, job, urls
+
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.model import Completion, DomainLimits, RoutePlan
+
+ROUTES = tuple(RoutePlan(f"dc/{n}", "dc", max_in_flight=2) for n in range(3))
+
+
+async def test_lanes__a_domain_gets_one_per_route_and_the_lease_spreads_over_them(
+    frontier: Frontier,
+) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=5), routes=ROUTES)
+    await frontier.enqueue("j", urls(20))
+    lanes = await frontier.lanes("a.test")
+    assert sorted(x.route for x in lanes) == ["dc/0", "dc/1", "dc/2"]
+    leases = await frontier.lease("A", 20, TTL)
+    per_route = Counter(x.route for x in leases)
+    assert len(leases) == 5, "the domain's cap holds over its lanes"
+    assert max(per_route.values()) <= 2, "each route's own cap holds"
+    assert set(per_route) <= {"dc/0", "dc/1", "dc/2"}
+    # a finished lease frees its own lane and its domain: the next lease can use that slot
+    await frontier.complete([Completion(leases[0].ref, 200)])
+    again = await frontier.lease("A", 20, TTL)
+    assert len(again) == 1
+    assert Counter(x.route for x in leases[1:] + again)[again[0].route] <= 2
+
+
+async def test_lanes__without_routes_one_direct_lane_per_domain(frontier: Frontier) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(3) + urls(2, "b.test"))
+    assert [x.route for x in await frontier.lanes("a.test")] == ["direct"]
+    assert {x.route for x in await frontier.lease("A", 10, TTL)} == {"direct"}
+
+
+async def test_lanes__pools_that_name_a_domain_serve_it_the_others_serve_the_rest(
+    frontier: Frontier,
+) -> None:
+    routes = (
+        RoutePlan("res/0", "res", tier=0, domains=("a.test",)),
+        RoutePlan("dc/0", "dc"),
+    )
+    await job(frontier, routes=routes)
+    await frontier.enqueue("j", urls(2, "a.test") + urls(2, "b.test"))
+    assert [x.route for x in await frontier.lanes("a.test")] == ["res/0"]
+    assert [x.route for x in await frontier.lanes("b.test")] == ["dc/0"]
+
+
+async def test_lanes__push_back_on_one_route_slows_that_lane_only(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    from crawlfleet.model import Failure
+
+    await job(frontier, limits=DomainLimits(max_in_flight=10), routes=ROUTES)
+    await frontier.enqueue("j", urls(30))
+    leases = await frontier.lease("A", 6, TTL)
+    hit = next(x for x in leases if x.route == "dc/1")
+    await frontier.fail(
+        [Failure(hit.ref, "HTTP 429", retry_at=clock() + 30, status=429, outcome="blocked",
+                 retry_after=20, latency=0.01, started_at=clock() - 0.01)]
+    )  # fmt: skip
+    held = {x.route: x for x in await frontier.lanes("a.test")}
+    assert held["dc/1"].pacing.blocked_until >= clock() + 20
+    assert held["dc/0"].pacing.blocked_until < clock() + 1
+    await frontier.complete([Completion(x.ref, 200) for x in leases if x is not hit])
+    clock.advance(1)
+    assert "dc/1" not in {x.route for x in await frontier.lease("A", 30, TTL)}
+
+
+def _failure(lease: object, clock: FakeClock, **kw: object) -> object:
+    from crawlfleet.model import Failure
+
+    return Failure(lease.ref, "x", retry_at=clock() + 60, latency=0.01,  # type: ignore[attr-defined]
+                   started_at=clock() - 0.01, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+async def test_breaker__a_refusing_route_is_out_at_once_and_tried_again_after_its_cool_down(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier, limits=DomainLimits(max_in_flight=6), routes=ROUTES)
+    await frontier.enqueue("j", urls(40))
+    leases = await frontier.lease("A", 6, TTL)
+    down = [x for x in leases if x.route == "dc/2"]
+    assert len(down) == 2
+    refused = [
+        _failure(x, clock, outcome="retryable_error", route_signal="refused", count_attempt=False)
+        for x in down
+    ]
+    await frontier.fail(refused)  # type: ignore[arg-type]
+    await frontier.complete([Completion(x.ref, 200) for x in leases if x.route != "dc/2"])
+    clock.advance(1)
+    again = await frontier.lease("A", 40, TTL)
+    assert again and "dc/2" not in {x.route for x in again}, "its breaker is open"
+    await frontier.complete([Completion(x.ref, 200) for x in again])
+    clock.advance(31)  # past the cool-down: the route is tried again
+    probe = await frontier.lease("A", 40, TTL)
+    assert "dc/2" in {x.route for x in probe}
+    await frontier.complete([Completion(x.ref, 200) for x in probe])
+    clock.advance(1)
+    assert "dc/2" in {x.route for x in await frontier.lease("A", 40, TTL)}, "the probe closed it"
+
+
+async def test_escalation__a_domain_blocked_on_its_tier_moves_to_the_next(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    routes = (RoutePlan("cheap/0", "cheap", tier=0), RoutePlan("dear/0", "dear", tier=1))
+    await job(frontier, limits=DomainLimits(max_in_flight=20), routes=routes)
+    await frontier.enqueue("j", urls(40))
+    first = await frontier.lease("A", 12, TTL)
+    assert {x.route for x in first} == {"cheap/0"}, "the lowest tier first"
+    await frontier.fail([_failure(x, clock, outcome="blocked", status=403) for x in first])  # type: ignore[misc]
+    clock.advance(60)  # the blocked lane's hold passes; the domain moved up meanwhile
+    after = await frontier.lease("A", 12, TTL)
+    assert after and {x.route for x in after} == {"dear/0"}
