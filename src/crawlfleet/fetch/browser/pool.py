@@ -1,0 +1,518 @@
+"""``BrowserPool``: one Chromium per worker process, N contexts, bounded memory.
+
+A context is one session identity (cookies, user agent, proxy) with one page in flight at a
+time, so N is also the pool's concurrency. The page of a context is reused from fetch to fetch
+(opening one costs ~50 ms of browser time); the context is closed after M pages, when its
+session is retired, when a fetch discards it (timeout, crash) or to make room for another
+identity. The browser is restarted after K pages, past its memory budget (summed RSS of its
+process group, sampled from /proc at most every ``memory_interval``) or when it broke; a
+restart drains: new pages wait until the ones in flight are done. Above ``admit_fraction`` of
+the budget a page starts only when none is in flight. The decisions are in
+:mod:`~crawlfleet.fetch.browser.budget`; how no Chromium outlives its worker is in
+:mod:`~crawlfleet.fetch.browser.procs`.
+
+Usage::
+
+    async with BrowserPool(BrowserSettings(contexts=4)) as pool:
+        async with pool.page(ContextKey(session="s1")) as lease:
+            await lease.page.goto(url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlsplit, urlunsplit
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import async_playwright
+
+from crawlfleet.errors import BrowserError, ConfigError, FetchError
+from crawlfleet.fetch.browser import procs
+from crawlfleet.fetch.browser.budget import (
+    Admission,
+    PoolState,
+    RestartReason,
+    SlotChoice,
+    SlotView,
+    admission,
+    choose_slot,
+    context_spent,
+    restart_reason,
+    sample_due,
+)
+from crawlfleet.fetch.browser.routing import ContextRouter, RouteGuard
+from crawlfleet.fetch.browser.settings import BrowserSettings, launch_args
+from crawlfleet.urls import mask_credentials
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, BrowserContext, Page, Playwright
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextKey:
+    """A session identity: pages with equal keys share a context (and so its cookies)."""
+
+    session: str | None = None
+    proxy: str | None = None
+    """Proxy URL (``http://user:pass@host:port``, ``socks5://...``) for this identity."""
+    user_agent: str | None = None
+
+    def __repr__(self) -> str:
+        proxy = mask_credentials(self.proxy) if self.proxy else None
+        return f"ContextKey(session={self.session!r}, proxy={proxy!r}, ua={self.user_agent!r})"
+
+
+@dataclass
+class PoolStats:
+    """Counters of one pool since it started."""
+
+    launches: int = 0
+    restarts: Counter[str] = field(default_factory=Counter)
+    """By reason: ``pages``, ``memory``, ``broken``."""
+    contexts_opened: int = 0
+    contexts_closed: Counter[str] = field(default_factory=Counter)
+    """By reason: ``recycled``, ``retired``, ``evicted``, ``timeout``, ``crash``, ``restart``..."""
+    pages: int = 0
+    admission_waits: int = 0
+    swept: int = 0
+    """Orphaned Chromium processes of dead workers killed when the pool started."""
+    rss: int | None = None
+    """Last sample of the browser's summed RSS."""
+    peak_rss: int = 0
+
+
+class _Slot:
+    """One context of the pool (``context`` is None until it is opened)."""
+
+    __slots__ = (
+        "busy",
+        "context",
+        "generation",
+        "key",
+        "last_used",
+        "page",
+        "pages",
+        "retired",
+        "router",
+    )
+
+    def __init__(self, key: ContextKey, generation: int) -> None:
+        self.key = key
+        self.generation = generation
+        self.context: BrowserContext | None = None
+        self.page: Page | None = None
+        self.router: ContextRouter | None = None
+        self.pages = 0
+        self.busy = True
+        self.retired = False
+        self.last_used = 0.0
+
+
+class PageLease:
+    """A page of the pool, checked out for one fetch."""
+
+    __slots__ = ("_slot", "discard_reason")
+
+    def __init__(self, slot: _Slot) -> None:
+        self._slot = slot
+        self.discard_reason: str | None = None
+
+    @property
+    def page(self) -> Page:
+        assert self._slot.page is not None  # opened before the lease is handed out
+        return self._slot.page
+
+    @property
+    def router(self) -> ContextRouter:
+        assert self._slot.router is not None
+        return self._slot.router
+
+    @property
+    def key(self) -> ContextKey:
+        return self._slot.key
+
+    @property
+    def context_pages(self) -> int:
+        """Pages this context has served, this one included."""
+        return self._slot.pages
+
+    @property
+    def generation(self) -> int:
+        """Which launch of the browser this page belongs to (1 for the first)."""
+        return self._slot.generation
+
+    def discard(self, reason: str) -> None:
+        """Close this page's context when the lease ends (after a timeout or a crash)."""
+        self.discard_reason = reason
+
+
+class BrowserPool:
+    """One browser per worker process with N contexts; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: BrowserSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings or BrowserSettings()
+        self.stats = PoolStats()
+        self._clock = clock
+        self._guard = RouteGuard(self.settings, clock=clock)
+        self._cond = asyncio.Condition()
+        self._slots: list[_Slot] = []
+        self._pw: Playwright | None = None
+        self._browser: Browser | None = None
+        self._browser_proc: procs.Proc | None = None
+        self._registration: procs.Registration | None = None
+        self._runtime = procs.runtime_dir(self.settings.runtime_dir)
+        self._generation = 0
+        self._pages_on_browser = 0
+        self._in_flight = 0
+        self._broken = False
+        self._closed = False
+        self._last_sample: float | None = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Sweep orphaned browsers of dead workers, then launch the browser."""
+        if self._pw is not None:
+            return
+        _check_executable(self.settings.executable)
+        report = await asyncio.to_thread(procs.sweep_orphans, self._runtime)
+        self.stats.swept = len(report.killed)
+        if report.killed:
+            log.warning("killed %d Chromium processes left by dead workers", len(report.killed))
+        self._pw = await async_playwright().start()
+        async with self._cond:
+            await self._launch()
+
+    async def close(self) -> None:
+        """Close every context and the browser; no Chromium process of this pool survives."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._cond:
+            self._cond.notify_all()
+            slots, self._slots = self._slots, []
+        for slot in slots:
+            await self._close_slot(slot, "close")
+        await self._close_browser()
+        if self._pw is not None:
+            with contextlib.suppress(PlaywrightError):
+                await self._pw.stop()
+            self._pw = None
+
+    @property
+    def browser_pid(self) -> int | None:
+        """Process id of the running browser (its process group's leader), if known."""
+        return self._browser_proc.pid if self._browser_proc else None
+
+    @property
+    def generation(self) -> int:
+        """How many times the browser was launched."""
+        return self._generation
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def contexts(self) -> list[tuple[ContextKey, int, bool]]:
+        """``(key, pages served, busy)`` of every open context."""
+        return [(s.key, s.pages, s.busy) for s in self._slots]
+
+    def measure(self) -> int | None:
+        """Summed RSS of the browser's processes now (blocking /proc read; None if unknown)."""
+        proc = self._browser_proc
+        if proc is None:
+            return None
+        members = procs.browser_group(proc.pid, proc.start)
+        return sum(p.rss for p in members) if members else None
+
+    def browser_pss(self) -> int:
+        """Summed proportional set size of the browser's processes (shared pages split)."""
+        proc = self._browser_proc
+        if proc is None:
+            return 0
+        return sum(procs.pss(p.pid) for p in procs.browser_group(proc.pid, proc.start))
+
+    # -- pages -------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def page(self, key: ContextKey | None = None) -> AsyncIterator[PageLease]:
+        """Check out a page of session identity ``key``, waiting for admission."""
+        slot = await self._checkout(key or ContextKey())
+        lease = PageLease(slot)
+        try:
+            yield lease
+        except BaseException as exc:
+            if lease.discard_reason is None and not isinstance(exc, FetchError):
+                # Cancelled, or failed in the caller's code: the page's state is unknown.
+                lease.discard("aborted")
+            raise
+        finally:
+            await self._checkin(slot, lease.discard_reason)
+
+    async def retire(self, session: str) -> int:
+        """End session identity ``session``: its contexts are closed (busy ones once their
+        page is done). Returns how many contexts it had."""
+        async with self._cond:
+            mine = [s for s in self._slots if s.key.session == session]
+            idle = [s for s in mine if not s.busy]
+            for s in mine:
+                s.retired = True
+            for s in idle:
+                self._slots.remove(s)
+        for s in idle:
+            await self._close_slot(s, "retired")
+        if idle:
+            async with self._cond:
+                self._cond.notify_all()
+        return len(mine)
+
+    async def _checkout(self, key: ContextKey) -> _Slot:
+        waited = False
+        async with self._cond:
+            while True:
+                if self._closed or self._pw is None:
+                    raise RuntimeError("BrowserPool used before start() or after close()")
+                await self._maybe_sample()
+                state = self._state()
+                decision = admission(state, self.settings)
+                if decision is Admission.RESTART:
+                    await self._restart(restart_reason(state, self.settings))
+                    continue
+                choice = None
+                if decision is Admission.ADMIT:
+                    choice = choose_slot(self._views(), key, self.settings.contexts)
+                if choice is not None:
+                    break
+                waited = True
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.settings.memory_interval):
+                        await self._cond.wait()
+            slot, victim = self._claim(choice, key)
+            slot.pages += 1
+            self._in_flight += 1
+            self._pages_on_browser += 1
+            self.stats.pages += 1
+            self.stats.admission_waits += waited
+        if victim is not None:
+            await self._close_slot(victim, "evicted")
+        try:
+            await self._prepare(slot)
+        except BaseException:
+            await self._checkin(slot, "failed")
+            raise
+        return slot
+
+    def _claim(self, choice: SlotChoice, key: ContextKey) -> tuple[_Slot, _Slot | None]:
+        victim = None
+        if choice.action == "reuse":
+            assert choice.index is not None
+            slot = self._slots[choice.index]
+            slot.busy = True
+            return slot, None
+        if choice.action == "evict":
+            assert choice.index is not None
+            victim = self._slots.pop(choice.index)
+        slot = _Slot(key, self._generation)
+        self._slots.append(slot)
+        return slot, victim
+
+    async def _prepare(self, slot: _Slot) -> None:
+        """Open the slot's context and page if it has none yet."""
+        if slot.context is None:
+            slot.context, slot.router = await self._open_context(slot.key)
+            self.stats.contexts_opened += 1
+        if slot.page is None or slot.page.is_closed():
+            slot.page = await slot.context.new_page()
+
+    async def _checkin(self, slot: _Slot, discard: str | None) -> None:
+        reason = discard
+        if reason is None and slot.retired:
+            reason = "retired"
+        elif reason is None and context_spent(slot.pages, self.settings):
+            reason = "recycled"
+        elif reason is None and slot.generation != self._generation:
+            reason = "restart"
+        if reason is not None:
+            await self._close_slot(slot, reason)
+        async with self._cond:
+            self._in_flight -= 1
+            if reason is not None:
+                with contextlib.suppress(ValueError):
+                    self._slots.remove(slot)
+            else:
+                slot.busy = False
+                slot.last_used = self._clock()
+            self._cond.notify_all()
+
+    def _views(self) -> list[SlotView]:
+        return [SlotView(s.key, s.busy or s.retired, s.last_used) for s in self._slots]
+
+    def _state(self) -> PoolState:
+        return PoolState(self._in_flight, self._pages_on_browser, self.stats.rss, self._broken)
+
+    async def _maybe_sample(self) -> None:
+        now = self._clock()
+        if not sample_due(self._last_sample, now, self.settings.memory_interval):
+            return
+        self._last_sample = now
+        rss = await asyncio.to_thread(self.measure)
+        self.stats.rss = rss
+        if rss is not None:
+            self.stats.peak_rss = max(self.stats.peak_rss, rss)
+
+    # -- contexts and the browser ----------------------------------------------------------------
+
+    async def _open_context(self, key: ContextKey) -> tuple[BrowserContext, ContextRouter]:
+        assert self._browser is not None
+        s = self.settings
+        options: dict[str, Any] = {
+            "viewport": {"width": s.viewport[0], "height": s.viewport[1]},
+            # A service worker's requests would not go through the context's routing.
+            "service_workers": "block",
+        }
+        user_agent = key.user_agent or s.user_agent
+        if user_agent:
+            options["user_agent"] = user_agent
+        if key.proxy:
+            options["proxy"] = _proxy_settings(key.proxy)
+        context = await self._browser.new_context(**options)
+        router = ContextRouter(self._guard, s.block_resources, proxied=key.proxy is not None)
+        await context.route("**/*", router.handle)
+        return context, router
+
+    async def _close_slot(self, slot: _Slot, reason: str) -> None:
+        context, slot.context, slot.page = slot.context, None, None
+        if context is None:
+            return
+        self.stats.contexts_closed[reason] += 1
+        try:
+            async with asyncio.timeout(self.settings.close_timeout):
+                await context.close()
+        except TimeoutError:
+            log.warning(
+                "closing a browser context took over %ss: restarting the browser",
+                self.settings.close_timeout,
+            )
+            self._broken = True
+        except PlaywrightError:
+            pass  # the browser went away with it
+
+    async def _launch(self) -> None:
+        assert self._pw is not None
+        s = self.settings
+        marker = procs.owner_marker(secrets.token_hex(6))
+        try:
+            browser = await self._pw.chromium.launch(
+                executable_path=s.executable,
+                headless=s.headless,
+                args=launch_args(s),
+                env={**os.environ, procs.OWNER_ENV: marker},
+                timeout=s.launch_timeout * 1000,
+                chromium_sandbox=False,
+            )
+        except PlaywrightError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BrowserError(f"cannot launch Chromium at {s.executable}: {first}") from exc
+        browser.on("disconnected", self._on_disconnected)
+        self._browser = browser
+        self._generation += 1
+        self._pages_on_browser = 0
+        self._broken = False
+        self._last_sample = None
+        self.stats.rss = None
+        self.stats.launches += 1
+        proc = await asyncio.to_thread(procs.find_browser, marker)
+        self._browser_proc = proc
+        if proc is not None:
+            profile = procs.profile_dir(proc.pid)
+            self._registration = procs.Registration.write(self._runtime, marker, proc, profile)
+        else:
+            log.warning("cannot find the Chromium process just launched: memory is not measured")
+
+    def _on_disconnected(self, browser: Browser) -> None:
+        if browser is self._browser and not self._closed:
+            log.warning("the browser disconnected (crashed or killed): restarting it")
+            self._broken = True
+
+    async def _restart(self, reason: RestartReason | None) -> None:
+        """Close every context and the browser, and launch it again (nothing is in flight)."""
+        name = reason.value if reason is not None else "unknown"
+        self.stats.restarts[name] += 1
+        log.info("restarting the browser (%s) after %d pages", name, self._pages_on_browser)
+        slots, self._slots = self._slots, []
+        for slot in slots:
+            await self._close_slot(slot, "restart")
+        await self._close_browser()
+        await self._launch()
+
+    async def _close_browser(self) -> None:
+        browser, proc, reg = self._browser, self._browser_proc, self._registration
+        self._browser, self._browser_proc, self._registration = None, None, None
+        if browser is not None:
+            try:
+                async with asyncio.timeout(self.settings.close_timeout):
+                    await browser.close()
+            except (TimeoutError, PlaywrightError):
+                log.warning("the browser did not close in time: killing its processes")
+        if proc is not None:
+            # browser.close() waits for the process to exit; what may remain after a timeout
+            # or a crash (renderers of a dead browser) goes now.
+            await asyncio.to_thread(procs.kill_browser, proc.pid, proc.start)
+        if reg is not None:
+            reg.remove()
+
+
+def _proxy_settings(proxy: str) -> dict[str, str]:
+    """Playwright's proxy settings for a proxy URL (credentials passed separately)."""
+    parts = urlsplit(proxy)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    settings = {
+        "server": urlunsplit((parts.scheme or "http", netloc, "", "", "")),
+        # Chromium never proxies loopback targets unless told to; the HTTP fetcher sends
+        # everything through the proxy, and so does this.
+        "bypass": "<-loopback>",
+    }
+    if parts.username:
+        settings["username"] = parts.username
+        settings["password"] = parts.password or ""
+    return settings
+
+
+def _check_executable(exe: str) -> None:
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        raise ConfigError(
+            f"no Chromium at {exe}: install Debian's chromium package "
+            "(apt-get install chromium) or set the browser executable"
+        )
+
