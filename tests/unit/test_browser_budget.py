@@ -35,9 +35,7 @@ from crawlfleet.fetch.browser.routing import RouteGuard
 from crawlfleet.fetch.browser.settings import BASE_FLAGS, BrowserSettings, launch_args
 
 MB = 1024 * 1024
-S = BrowserSettings(
-    contexts=4, pages_per_context=3, pages_per_browser=10, memory_budget=1000 * MB
-)
+S = BrowserSettings(contexts=4, pages_per_context=3, pages_per_browser=10, memory_budget=1000 * MB)
 
 
 def state(in_flight: int = 0, pages: int = 1, rss: int | None = 100 * MB, broken: bool = False):
@@ -224,7 +222,12 @@ def test_sweep_removes_dead_owners_registrations_only(tmp_path: Path) -> None:
     for d in (dead_profile, live_profile, not_a_profile):
         (d / "Default").mkdir(parents=True)
     # A dead owner whose browser pid is not running: nothing to kill, the profile goes.
-    dead = {"owner": f"{2**22 + 7}:1:t1", "pid": 2**22 + 9, "start": 5, "profile": str(dead_profile)}
+    dead = {
+        "owner": f"{2**22 + 7}:1:t1",
+        "pid": 2**22 + 9,
+        "start": 5,
+        "profile": str(dead_profile),
+    }
     live = {"owner": procs.owner_marker("t2"), "pid": 2**22 + 11, "start": 5,
             "profile": str(live_profile)}  # fmt: skip
     odd = {"owner": f"{2**22 + 13}:1:t3", "pid": 2**22 + 15, "start": 5,

@@ -199,7 +199,7 @@ class _Visit:
             return result
         finally:
             page.remove_listener("response", self.xhr.on_response)
-            router.reset()
+            router.end()
 
     async def _check_redirects(self, response: Response) -> None:
         """Refuse a document whose redirect chain passed a refused host (hops are not routed,
@@ -250,6 +250,7 @@ class _Visit:
 
     def failure(self, exc: PlaywrightError, target: str) -> FetchError:
         """The error to raise for a Playwright error, discarding the context when needed."""
+        self.lease.replace_page()
         shown = mask_credentials(target)
         refused = self.lease.router.refusal_of(target) if self.lease.router.refused else None
         if refused is None and self.lease.router.refused:

@@ -123,11 +123,12 @@ class _Slot:
 class PageLease:
     """A page of the pool, checked out for one fetch."""
 
-    __slots__ = ("_slot", "discard_reason")
+    __slots__ = ("_slot", "discard_reason", "fresh_page")
 
     def __init__(self, slot: _Slot) -> None:
         self._slot = slot
         self.discard_reason: str | None = None
+        self.fresh_page = False
 
     @property
     def page(self) -> Page:
@@ -156,6 +157,11 @@ class PageLease:
     def discard(self, reason: str) -> None:
         """Close this page's context when the lease ends (after a timeout or a crash)."""
         self.discard_reason = reason
+
+    def replace_page(self) -> None:
+        """Close this page (not its context) when the lease ends: after a failed navigation
+        the browser may still commit its error page, which would interrupt the next one."""
+        self.fresh_page = True
 
 
 class BrowserPool:
@@ -276,6 +282,8 @@ class BrowserPool:
                 lease.discard("aborted")
             raise
         finally:
+            if lease.fresh_page and lease.discard_reason is None:
+                await self._close_page(slot)
             await self._checkin(slot, lease.discard_reason)
 
     async def retire(self, session: str) -> int:
@@ -409,6 +417,16 @@ class BrowserPool:
         await context.route("**/*", router.handle)
         return context, router
 
+    async def _close_page(self, slot: _Slot) -> None:
+        page, slot.page = slot.page, None
+        if page is None:
+            return
+        try:
+            async with asyncio.timeout(self.settings.close_timeout):
+                await page.close()
+        except (TimeoutError, PlaywrightError):
+            slot.retired = True  # a context whose page will not close is closed with it
+
     async def _close_slot(self, slot: _Slot, reason: str) -> None:
         context, slot.context, slot.page = slot.context, None, None
         if context is None:
@@ -515,4 +533,3 @@ def _check_executable(exe: str) -> None:
             f"no Chromium at {exe}: install Debian's chromium package "
             "(apt-get install chromium) or set the browser executable"
         )
-

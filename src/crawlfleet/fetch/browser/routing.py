@@ -131,6 +131,11 @@ class ContextRouter:
         self._override = override
         self.refused = []
 
+    def end(self) -> None:
+        """The fetch is over: an unused override must not change a later navigation (the
+        refusals stay readable until the next ``reset``)."""
+        self._override = None
+
     def refusal_of(self, url: str) -> str | None:
         """The reason ``url`` was refused during this fetch, if it was."""
         return next((reason for u, reason in self.refused if u == url), None)
