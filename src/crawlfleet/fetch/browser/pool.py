@@ -23,20 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import secrets
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Self
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 
-from crawlfleet.errors import BrowserError, ConfigError, FetchError
+from crawlfleet.errors import FetchError
 from crawlfleet.fetch.browser import procs
 from crawlfleet.fetch.browser.budget import (
     Admission,
@@ -50,28 +47,21 @@ from crawlfleet.fetch.browser.budget import (
     restart_reason,
     sample_due,
 )
+from crawlfleet.fetch.browser.launcher import (
+    ContextKey,
+    LaunchedBrowser,
+    check_executable,
+    launch,
+)
 from crawlfleet.fetch.browser.routing import ContextRouter, RouteGuard
-from crawlfleet.fetch.browser.settings import BrowserSettings, launch_args
-from crawlfleet.urls import mask_credentials
+from crawlfleet.fetch.browser.settings import BrowserSettings
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
+__all__ = ["BrowserPool", "ContextKey", "PageLease", "PoolStats"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ContextKey:
-    """A session identity: pages with equal keys share a context (and so its cookies)."""
-
-    session: str | None = None
-    proxy: str | None = None
-    """Proxy URL (``http://user:pass@host:port``, ``socks5://...``) for this identity."""
-    user_agent: str | None = None
-
-    def __repr__(self) -> str:
-        proxy = mask_credentials(self.proxy) if self.proxy else None
-        return f"ContextKey(session={self.session!r}, proxy={proxy!r}, ua={self.user_agent!r})"
 
 
 @dataclass
@@ -180,9 +170,7 @@ class BrowserPool:
         self._cond = asyncio.Condition()
         self._slots: list[_Slot] = []
         self._pw: Playwright | None = None
-        self._browser: Browser | None = None
-        self._browser_proc: procs.Proc | None = None
-        self._registration: procs.Registration | None = None
+        self._browser: LaunchedBrowser | None = None
         self._runtime = procs.runtime_dir(self.settings.runtime_dir)
         self._generation = 0
         self._pages_on_browser = 0
@@ -209,7 +197,7 @@ class BrowserPool:
         """Sweep orphaned browsers of dead workers, then launch the browser."""
         if self._pw is not None:
             return
-        _check_executable(self.settings.executable)
+        check_executable(self.settings.executable)
         report = await asyncio.to_thread(procs.sweep_orphans, self._runtime)
         self.stats.swept = len(report.killed)
         if report.killed:
@@ -237,7 +225,7 @@ class BrowserPool:
     @property
     def browser_pid(self) -> int | None:
         """Process id of the running browser (its process group's leader), if known."""
-        return self._browser_proc.pid if self._browser_proc else None
+        return self._browser.pid if self._browser else None
 
     @property
     def generation(self) -> int:
@@ -254,18 +242,13 @@ class BrowserPool:
 
     def measure(self) -> int | None:
         """Summed RSS of the browser's processes now (blocking /proc read; None if unknown)."""
-        proc = self._browser_proc
-        if proc is None:
-            return None
-        members = procs.browser_group(proc.pid, proc.start)
-        return sum(p.rss for p in members) if members else None
+        browser = self._browser
+        return browser.rss() if browser else None
 
     def browser_pss(self) -> int:
         """Summed proportional set size of the browser's processes (shared pages split)."""
-        proc = self._browser_proc
-        if proc is None:
-            return 0
-        return sum(procs.pss(p.pid) for p in procs.browser_group(proc.pid, proc.start))
+        browser = self._browser
+        return browser.pss() if browser else 0
 
     # -- pages -------------------------------------------------------------------------------
 
@@ -356,7 +339,10 @@ class BrowserPool:
     async def _prepare(self, slot: _Slot) -> None:
         """Open the slot's context and page if it has none yet."""
         if slot.context is None:
-            slot.context, slot.router = await self._open_context(slot.key)
+            assert self._browser is not None
+            slot.context, slot.router = await self._browser.new_context(
+                slot.key, self._guard, self.settings
+            )
             self.stats.contexts_opened += 1
         if slot.page is None or slot.page.is_closed():
             slot.page = await slot.context.new_page()
@@ -399,24 +385,6 @@ class BrowserPool:
 
     # -- contexts and the browser ----------------------------------------------------------------
 
-    async def _open_context(self, key: ContextKey) -> tuple[BrowserContext, ContextRouter]:
-        assert self._browser is not None
-        s = self.settings
-        options: dict[str, Any] = {
-            "viewport": {"width": s.viewport[0], "height": s.viewport[1]},
-            # A service worker's requests would not go through the context's routing.
-            "service_workers": "block",
-        }
-        user_agent = key.user_agent or s.user_agent
-        if user_agent:
-            options["user_agent"] = user_agent
-        if key.proxy:
-            options["proxy"] = _proxy_settings(key.proxy)
-        context = await self._browser.new_context(**options)
-        router = ContextRouter(self._guard, s.block_resources, proxied=key.proxy is not None)
-        await context.route("**/*", router.handle)
-        return context, router
-
     async def _close_page(self, slot: _Slot) -> None:
         page, slot.page = slot.page, None
         if page is None:
@@ -446,38 +414,16 @@ class BrowserPool:
 
     async def _launch(self) -> None:
         assert self._pw is not None
-        s = self.settings
-        marker = procs.owner_marker(secrets.token_hex(6))
-        try:
-            browser = await self._pw.chromium.launch(
-                executable_path=s.executable,
-                headless=s.headless,
-                args=launch_args(s),
-                env={**os.environ, procs.OWNER_ENV: marker},
-                timeout=s.launch_timeout * 1000,
-                chromium_sandbox=False,
-            )
-        except PlaywrightError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise BrowserError(f"cannot launch Chromium at {s.executable}: {first}") from exc
-        browser.on("disconnected", self._on_disconnected)
-        self._browser = browser
+        self._browser = await launch(self._pw, self.settings, self._runtime, self._on_disconnected)
         self._generation += 1
         self._pages_on_browser = 0
         self._broken = False
         self._last_sample = None
         self.stats.rss = None
         self.stats.launches += 1
-        proc = await asyncio.to_thread(procs.find_browser, marker)
-        self._browser_proc = proc
-        if proc is not None:
-            profile = procs.profile_dir(proc.pid)
-            self._registration = procs.Registration.write(self._runtime, marker, proc, profile)
-        else:
-            log.warning("cannot find the Chromium process just launched: memory is not measured")
 
     def _on_disconnected(self, browser: Browser) -> None:
-        if browser is self._browser and not self._closed:
+        if self._browser is not None and browser is self._browser.browser and not self._closed:
             log.warning("the browser disconnected (crashed or killed): restarting it")
             self._broken = True
 
@@ -493,43 +439,6 @@ class BrowserPool:
         await self._launch()
 
     async def _close_browser(self) -> None:
-        browser, proc, reg = self._browser, self._browser_proc, self._registration
-        self._browser, self._browser_proc, self._registration = None, None, None
+        browser, self._browser = self._browser, None
         if browser is not None:
-            try:
-                async with asyncio.timeout(self.settings.close_timeout):
-                    await browser.close()
-            except (TimeoutError, PlaywrightError):
-                log.warning("the browser did not close in time: killing its processes")
-        if proc is not None:
-            # browser.close() waits for the process to exit; what may remain after a timeout
-            # or a crash (renderers of a dead browser) goes now.
-            await asyncio.to_thread(procs.kill_browser, proc.pid, proc.start)
-        if reg is not None:
-            reg.remove()
-
-
-def _proxy_settings(proxy: str) -> dict[str, str]:
-    """Playwright's proxy settings for a proxy URL (credentials passed separately)."""
-    parts = urlsplit(proxy)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
-    settings = {
-        "server": urlunsplit((parts.scheme or "http", netloc, "", "", "")),
-        # Chromium never proxies loopback targets unless told to; the HTTP fetcher sends
-        # everything through the proxy, and so does this.
-        "bypass": "<-loopback>",
-    }
-    if parts.username:
-        settings["username"] = parts.username
-        settings["password"] = parts.password or ""
-    return settings
-
-
-def _check_executable(exe: str) -> None:
-    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-        raise ConfigError(
-            f"no Chromium at {exe}: install Debian's chromium package "
-            "(apt-get install chromium) or set the browser executable"
-        )
+            await browser.close(self.settings.close_timeout)
