@@ -66,6 +66,8 @@ async def crawl(runtime: str, contexts: int, budget: int, urls: list[str]) -> No
             "restarts": dict(stats.restarts),
             "contexts_closed": dict(stats.contexts_closed),
             "peak_rss": stats.peak_rss,
+            "peak_anon": stats.peak_anon,
+            "contexts_limit": stats.contexts_limit,
             "admission_waits": stats.admission_waits,
         }
     print(json.dumps(out), flush=True)

@@ -27,6 +27,7 @@ from crawlfleet.fetch.browser.budget import (
     admission,
     choose_slot,
     context_spent,
+    contexts_after_restart,
     restart_reason,
     sample_due,
 )
@@ -39,7 +40,7 @@ S = BrowserSettings(contexts=4, pages_per_context=3, pages_per_browser=10, memor
 
 
 def state(in_flight: int = 0, pages: int = 1, rss: int | None = 100 * MB, broken: bool = False):
-    return PoolState(in_flight=in_flight, pages_on_browser=pages, rss=rss, broken=broken)
+    return PoolState(in_flight=in_flight, pages_on_browser=pages, memory=rss, broken=broken)
 
 
 @pytest.mark.parametrize(
@@ -69,6 +70,28 @@ def state(in_flight: int = 0, pages: int = 1, rss: int | None = 100 * MB, broken
 )
 def test_admission(st: PoolState, expected: Admission) -> None:
     assert admission(st, S) is expected
+
+
+def test_admission_under_a_lowered_context_limit() -> None:
+    assert admission(state(in_flight=2), S, contexts=2) is Admission.WAIT
+    assert admission(state(in_flight=1), S, contexts=2) is Admission.ADMIT
+
+
+@pytest.mark.parametrize(
+    ("contexts", "reason", "pages", "expected"),
+    [
+        (4, RestartReason.MEMORY, 7, 3),  # over budget before 2 pages per context: one fewer
+        (4, RestartReason.MEMORY, 8, 4),  # it grew there: a restart helps
+        (1, RestartReason.MEMORY, 0, 1),  # never below one
+        (3, RestartReason.PAGES, 10, 4),  # a clean restart gives one back...
+        (4, RestartReason.PAGES, 10, 4),  # ...up to the settings' N
+        (3, RestartReason.BROKEN, 1, 3),
+    ],
+)
+def test_contexts_after_restart(
+    contexts: int, reason: RestartReason, pages: int, expected: int
+) -> None:
+    assert contexts_after_restart(contexts, reason, pages, S) == expected
 
 
 def test_restart_reasons_in_order() -> None:
@@ -123,6 +146,8 @@ def test_settings_are_checked() -> None:
         BrowserSettings(admit_fraction=1.5)
     with pytest.raises(ValueError, match="wait_until"):
         BrowserSettings(wait_until="idle")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory_metric"):
+        BrowserSettings(memory_metric="pss")  # type: ignore[arg-type]
 
 
 def test_launch_flags() -> None:
@@ -201,6 +226,15 @@ def test_read_proc_of_this_process() -> None:
     assert me.pid == os.getpid() and me.ppid == os.getppid() and me.rss > 0
     assert procs.read_proc(2**22 + 7) is None  # above pid_max: never a process
     assert me in procs.descendants(os.getppid())
+
+
+def test_memory_of_this_process() -> None:
+    mem = procs.memory_of(os.getpid())
+    assert mem is not None
+    assert 0 < mem.anon < mem.rss  # the interpreter's binary and libraries are file pages
+    assert procs.memory_of(2**22 + 7) is None
+    tree = procs.tree_memory(os.getpid())
+    assert tree.rss >= mem.rss and tree.anon >= mem.anon
 
 
 def test_owner_markers() -> None:

@@ -38,8 +38,8 @@ class PoolState:
     """Pages admitted and not yet released."""
     pages_on_browser: int
     """Pages admitted since the browser was launched."""
-    rss: int | None
-    """Last summed RSS of the browser's processes (None: not measured)."""
+    memory: int | None
+    """Last sample of the browser's memory, by ``memory_metric`` (None: not measured)."""
     broken: bool = False
 
 
@@ -51,22 +51,43 @@ def restart_reason(state: PoolState, settings: BrowserSettings) -> RestartReason
         return RestartReason.PAGES
     # A browser that has served nothing yet is as small as it gets: restarting it for memory
     # would loop forever under a budget set too low, so it admits pages one at a time instead.
-    if state.rss is not None and state.rss >= settings.memory_budget and state.pages_on_browser:
+    over = state.memory is not None and state.memory >= settings.memory_budget
+    if over and state.pages_on_browser:
         return RestartReason.MEMORY
     return None
 
 
-def admission(state: PoolState, settings: BrowserSettings) -> Admission:
-    """May a page start now? Pages in flight always finish before a restart (a drain)."""
+def admission(
+    state: PoolState, settings: BrowserSettings, contexts: int | None = None
+) -> Admission:
+    """May a page start now, with at most ``contexts`` pages in flight (default: the
+    settings')? Pages in flight always finish before a restart (a drain)."""
     if restart_reason(state, settings) is not None:
         return Admission.RESTART if state.in_flight == 0 else Admission.WAIT
-    if state.in_flight >= settings.contexts:
+    if state.in_flight >= (settings.contexts if contexts is None else contexts):
         return Admission.WAIT
-    tight = state.rss is not None and state.rss >= settings.memory_budget * settings.admit_fraction
+    budget = settings.memory_budget * settings.admit_fraction
+    tight = state.memory is not None and state.memory >= budget
     if tight and state.in_flight > 0:
         # Memory is tight: let the pages in flight finish (and free what they hold) first.
         return Admission.WAIT
     return Admission.ADMIT
+
+
+def contexts_after_restart(
+    contexts: int, reason: RestartReason, pages_on_browser: int, settings: BrowserSettings
+) -> int:
+    """How many contexts the relaunched browser may have.
+
+    A browser over its budget before each of its contexts served two pages cannot be helped by
+    a restart (it would be over again at once): one context fewer. A restart after K pages,
+    with memory to spare, gives one back.
+    """
+    if reason is RestartReason.MEMORY and pages_on_browser < 2 * contexts:
+        return max(1, contexts - 1)
+    if reason is RestartReason.PAGES:
+        return min(settings.contexts, contexts + 1)
+    return contexts
 
 
 def sample_due(last_sample: float | None, now: float, interval: float) -> bool:

@@ -55,15 +55,15 @@ class LaunchedBrowser:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
-    def rss(self) -> int | None:
-        """Summed RSS of the browser's process group now (a blocking /proc read)."""
+    def memory(self) -> procs.Memory | None:
+        """Summed memory of the browser's process group now (a blocking /proc read)."""
         if self.proc is None:
             return None
-        members = procs.browser_group(self.proc.pid, self.proc.start)
-        return sum(p.rss for p in members) if members else None
+        return procs.group_memory(self.proc.pid, self.proc.start)
 
     def pss(self) -> int:
-        """Summed proportional set size of the group (shared pages divided among users)."""
+        """Summed proportional set size of the group (shared pages divided among users; slow:
+        ~70 ms for twenty processes)."""
         if self.proc is None:
             return 0
         return sum(procs.pss(p.pid) for p in procs.browser_group(self.proc.pid, self.proc.start))

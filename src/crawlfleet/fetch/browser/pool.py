@@ -7,7 +7,8 @@ session is retired, when a fetch discards it (timeout, crash) or to make room fo
 identity. The browser is restarted after K pages, past its memory budget (summed RSS of its
 process group, sampled from /proc at most every ``memory_interval``) or when it broke; a
 restart drains: new pages wait until the ones in flight are done. Above ``admit_fraction`` of
-the budget a page starts only when none is in flight. The decisions are in
+the budget a page starts only when none is in flight. A budget too small for N fresh contexts
+lowers N (a restart would not help), rather than restarting again and again. The decisions are in
 :mod:`~crawlfleet.fetch.browser.budget`; how no Chromium outlives its worker is in
 :mod:`~crawlfleet.fetch.browser.procs`.
 
@@ -44,6 +45,7 @@ from crawlfleet.fetch.browser.budget import (
     admission,
     choose_slot,
     context_spent,
+    contexts_after_restart,
     restart_reason,
     sample_due,
 )
@@ -78,9 +80,14 @@ class PoolStats:
     admission_waits: int = 0
     swept: int = 0
     """Orphaned Chromium processes of dead workers killed when the pool started."""
-    rss: int | None = None
-    """Last sample of the browser's summed RSS."""
+    memory: procs.Memory | None = None
+    """Last sample of the browser's memory."""
+    peak_anon: int = 0
     peak_rss: int = 0
+    """Peaks of the samples (taken at most every ``memory_interval``, before admissions)."""
+    contexts_limit: int = 0
+    """Contexts the browser may have now (fewer than ``contexts`` after a budget too small
+    for them all)."""
 
 
 class _Slot:
@@ -164,7 +171,7 @@ class BrowserPool:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings or BrowserSettings()
-        self.stats = PoolStats()
+        self.stats = PoolStats(contexts_limit=self.settings.contexts)
         self._clock = clock
         self._guard = RouteGuard(self.settings, clock=clock)
         self._cond = asyncio.Condition()
@@ -240,10 +247,10 @@ class BrowserPool:
         """``(key, pages served, busy)`` of every open context."""
         return [(s.key, s.pages, s.busy) for s in self._slots]
 
-    def measure(self) -> int | None:
-        """Summed RSS of the browser's processes now (blocking /proc read; None if unknown)."""
+    def measure(self) -> procs.Memory | None:
+        """Memory of the browser's processes now (blocking /proc read; None if unknown)."""
         browser = self._browser
-        return browser.rss() if browser else None
+        return browser.memory() if browser else None
 
     def browser_pss(self) -> int:
         """Summed proportional set size of the browser's processes (shared pages split)."""
@@ -294,13 +301,13 @@ class BrowserPool:
                     raise RuntimeError("BrowserPool used before start() or after close()")
                 await self._maybe_sample()
                 state = self._state()
-                decision = admission(state, self.settings)
+                decision = admission(state, self.settings, self.stats.contexts_limit)
                 if decision is Admission.RESTART:
                     await self._restart(restart_reason(state, self.settings))
                     continue
                 choice = None
                 if decision is Admission.ADMIT:
-                    choice = choose_slot(self._views(), key, self.settings.contexts)
+                    choice = choose_slot(self._views(), key, self.stats.contexts_limit)
                 if choice is not None:
                     break
                 waited = True
@@ -371,17 +378,22 @@ class BrowserPool:
         return [SlotView(s.key, s.busy or s.retired, s.last_used) for s in self._slots]
 
     def _state(self) -> PoolState:
-        return PoolState(self._in_flight, self._pages_on_browser, self.stats.rss, self._broken)
+        mem = self.stats.memory
+        value = (
+            None if mem is None else mem.anon if self.settings.memory_metric == "anon" else mem.rss
+        )
+        return PoolState(self._in_flight, self._pages_on_browser, value, self._broken)
 
     async def _maybe_sample(self) -> None:
         now = self._clock()
         if not sample_due(self._last_sample, now, self.settings.memory_interval):
             return
         self._last_sample = now
-        rss = await asyncio.to_thread(self.measure)
-        self.stats.rss = rss
-        if rss is not None:
-            self.stats.peak_rss = max(self.stats.peak_rss, rss)
+        mem = await asyncio.to_thread(self.measure)
+        self.stats.memory = mem
+        if mem is not None:
+            self.stats.peak_rss = max(self.stats.peak_rss, mem.rss)
+            self.stats.peak_anon = max(self.stats.peak_anon, mem.anon)
 
     # -- contexts and the browser ----------------------------------------------------------------
 
@@ -419,7 +431,7 @@ class BrowserPool:
         self._pages_on_browser = 0
         self._broken = False
         self._last_sample = None
-        self.stats.rss = None
+        self.stats.memory = None
         self.stats.launches += 1
 
     def _on_disconnected(self, browser: Browser) -> None:
@@ -432,6 +444,19 @@ class BrowserPool:
         name = reason.value if reason is not None else "unknown"
         self.stats.restarts[name] += 1
         log.info("restarting the browser (%s) after %d pages", name, self._pages_on_browser)
+        if reason is not None:
+            limit = self.stats.contexts_limit
+            self.stats.contexts_limit = contexts_after_restart(
+                limit, reason, self._pages_on_browser, self.settings
+            )
+            if self.stats.contexts_limit < limit:
+                log.warning(
+                    "the browser passed its memory budget (%d MiB) after %d pages: %d contexts"
+                    " from now on",
+                    self.settings.memory_budget >> 20,
+                    self._pages_on_browser,
+                    self.stats.contexts_limit,
+                )
         slots, self._slots = self._slots, []
         for slot in slots:
             await self._close_slot(slot, "restart")

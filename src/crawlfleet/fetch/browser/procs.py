@@ -106,9 +106,62 @@ def tree_rss(root: int) -> int:
     return sum(p.rss for p in descendants(root))
 
 
+def tree_memory(root: int) -> Memory:
+    """Summed memory of ``root`` and all its descendants (see :class:`Memory`)."""
+    total = Memory(0, 0)
+    for p in descendants(root):
+        mem = memory_of(p.pid)
+        if mem is not None:
+            total = total + mem
+    return total
+
+
 def group(pgid: int, procs: Iterable[Proc] | None = None) -> list[Proc]:
     """The live members of process group ``pgid``."""
     return [p for p in (all_procs() if procs is None else procs) if p.pgid == pgid]
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """Resident memory of some processes, summed over them, in bytes."""
+
+    rss: int
+    """VmRSS: counts the pages of the binary and its libraries once in every process, so a
+    browser's twenty processes sum to about three times what they hold."""
+    anon: int
+    """RssAnon + RssShmem: the memory the processes allocated (heaps, shared memory), without
+    file-backed pages. Close to their PSS (see :func:`pss`), at a hundredth of its cost."""
+
+    def __add__(self, other: Memory) -> Memory:
+        return Memory(self.rss + other.rss, self.anon + other.anon)
+
+
+_STATUS_KEYS = {b"VmRSS": 0, b"RssAnon": 1, b"RssShmem": 2}
+
+
+def memory_of(pid: int) -> Memory | None:
+    """The resident memory of ``pid`` (from ``/proc/PID/status``), None if it is gone."""
+    values = [0, 0, 0]
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                key, _, rest = line.partition(b":")
+                index = _STATUS_KEYS.get(key)
+                if index is not None:
+                    values[index] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return Memory(rss=values[0], anon=values[1] + values[2])
+
+
+def group_memory(pid: int, start: int) -> Memory | None:
+    """The summed memory of the browser ``pid``'s process group, None if none is left."""
+    total: Memory | None = None
+    for p in browser_group(pid, start):
+        mem = memory_of(p.pid)
+        if mem is not None:
+            total = mem if total is None else total + mem
+    return total
 
 
 def pss(pid: int) -> int:

@@ -10,6 +10,7 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 
 WaitUntil = Literal["commit", "domcontentloaded", "load", "networkidle"]
+MemoryMetric = Literal["anon", "rss"]
 WAIT_STATES: frozenset[str] = frozenset({"commit", "domcontentloaded", "load", "networkidle"})
 
 DEFAULT_EXECUTABLE = "/usr/bin/chromium"
@@ -53,12 +54,18 @@ class BrowserSettings:
     """More Chromium flags (not ``--disable-features``: see ``BASE_FLAGS``)."""
     contexts: int = 4
     """N: browser contexts, each one session identity with one page in flight at a time."""
-    pages_per_context: int = 100
-    """M: a context is closed (cookies and caches freed) after this many pages."""
+    pages_per_context: int = 50
+    """M: a context is closed (cookies, caches and its renderer's grown heap freed) after this
+    many pages."""
     pages_per_browser: int = 2000
     """K: the browser is restarted after this many pages."""
-    memory_budget: int = 3 * GiB
-    """Summed RSS of the browser's processes above which it is restarted (once idle)."""
+    memory_budget: int = 2 * GiB
+    """Memory of the browser's processes (see ``memory_metric``) above which it is restarted
+    once the pages in flight are done."""
+    memory_metric: MemoryMetric = "anon"
+    """What the budget is compared with, summed over the browser's processes: ``anon``
+    (RssAnon + RssShmem: what they allocated, close to their PSS) or ``rss`` (VmRSS, which
+    counts the browser's binary and libraries once per process: ~3x ``anon``)."""
     admit_fraction: float = 0.8
     """Above ``memory_budget * admit_fraction`` a new page waits until none is in flight."""
     memory_interval: float = 0.5
@@ -97,6 +104,8 @@ class BrowserSettings:
             raise ValueError("contexts, pages_per_context and pages_per_browser must be >= 1")
         if not 0 < self.admit_fraction <= 1:
             raise ValueError("admit_fraction must be in (0, 1]")
+        if self.memory_metric not in ("anon", "rss"):
+            raise ValueError("memory_metric must be 'anon' or 'rss'")
         if self.wait_until not in WAIT_STATES:
             raise ValueError(f"wait_until must be one of {sorted(WAIT_STATES)}")
 
