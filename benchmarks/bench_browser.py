@@ -8,7 +8,7 @@ Starts the demo shop (2,000 products) in a subprocess, then for each run starts 
 process (this file with ``--worker``) that fetches the same page list, parses every page the
 way the demo spider does (``extract_product`` and the spider's link CSS on crawlfleet's
 ``Response``; the browser runs read the rendered DOM) and reports its timings. The harness
-samples the RSS and CPU time of the worker's whole process tree (worker, Playwright's driver,
+samples the memory and CPU time of the worker's whole process tree (worker, Playwright's driver,
 every Chromium process) from /proc every 0.1 s.
 
 The page list alternates listing pages and product pages: ``/js/category/SLUG?page=N`` and
@@ -90,7 +90,8 @@ async def fetch_all(
                 "launches": s.launches,
                 "restarts": dict(s.restarts),
                 "contexts_opened": s.contexts_opened,
-                "pool_peak_rss": s.peak_rss,
+                "contexts_limit": s.contexts_limit,
+                "pool_peak_anon": s.peak_anon,
                 "admission_waits": s.admission_waits,
             }
     else:
@@ -126,6 +127,7 @@ class Run:
     links: int = 0
     seconds: float = 0.0
     peak_rss: int = 0
+    peak_anon: int = 0
     cpu: float = 0.0
     stats: dict[str, Any] | None = None
 
@@ -135,12 +137,13 @@ class Run:
 
 
 class TreeSampler(threading.Thread):
-    """Peak summed RSS and total CPU time of a process tree, polled from /proc."""
+    """Peak summed memory (VmRSS, and RssAnon+RssShmem) and total CPU time of a process tree,
+    polled from /proc."""
 
     def __init__(self, root: int) -> None:
         super().__init__(daemon=True)
         self.root = root
-        self.peak_rss = 0
+        self.peak_rss = self.peak_anon = 0
         self.cpu: dict[int, float] = {}
         self.stop = threading.Event()
 
@@ -149,7 +152,9 @@ class TreeSampler(threading.Thread):
 
         while not self.stop.is_set():
             tree = procs.descendants(self.root)
-            self.peak_rss = max(self.peak_rss, sum(p.rss for p in tree))
+            mems = [m for m in map(procs.memory_of, (p.pid for p in tree)) if m is not None]
+            self.peak_rss = max(self.peak_rss, sum(m.rss for m in mems))
+            self.peak_anon = max(self.peak_anon, sum(m.anon for m in mems))
             for p in tree:
                 self.cpu[(p.pid << 32) | (p.start & 0xFFFFFFFF)] = _cpu_seconds(p.pid)
             self.stop.wait(0.1)
@@ -228,6 +233,7 @@ def run_worker(kind: str, name: str, urls: list[str], concurrency: int, exe: str
         links=data["links"],
         seconds=data["seconds"],
         peak_rss=sampler.peak_rss,
+        peak_anon=sampler.peak_anon,
         cpu=sum(sampler.cpu.values()),
         stats=data["stats"] or None,
     )
@@ -235,13 +241,14 @@ def run_worker(kind: str, name: str, urls: list[str], concurrency: int, exe: str
 
 def print_table(runs: list[Run], http: Run) -> None:
     print()
-    print(f"{'run':<14} {'pages':>6} {'s':>7} {'pages/s':>8} {'peak RSS':>10} {'CPU s':>7}"
-          f" {'records':>8} {'HTTP / this':>11}")  # fmt: skip
+    print(f"{'run':<12} {'pages':>6} {'s':>7} {'pages/s':>8} {'peak RSS':>10} {'peak anon':>10}"
+          f" {'CPU s':>7} {'records':>8} {'HTTP / this':>11}")  # fmt: skip
     for r in [*runs, http]:
         ratio = http.pages_per_s / r.pages_per_s if r.pages_per_s else 0.0
         print(
-            f"{r.name:<14} {r.pages:>6} {r.seconds:>7.1f} {r.pages_per_s:>8.1f}"
-            f" {r.peak_rss / MiB:>7.0f} MiB {r.cpu:>7.1f} {r.records:>8} {ratio:>10.1f}x"
+            f"{r.name:<12} {r.pages:>6} {r.seconds:>7.1f} {r.pages_per_s:>8.1f}"
+            f" {r.peak_rss / MiB:>6.0f} MiB {r.peak_anon / MiB:>6.0f} MiB {r.cpu:>7.1f}"
+            f" {r.records:>8} {ratio:>10.1f}x"
         )
     for r in runs:
         print(f"  {r.name}: {r.stats}")
