@@ -4,8 +4,9 @@ A context is one session identity (cookies, user agent, proxy) with one page in 
 time, so N is also the pool's concurrency. The page of a context is reused from fetch to fetch
 (opening one costs ~50 ms of browser time); the context is closed after M pages, when its
 session is retired, when a fetch discards it (timeout, crash) or to make room for another
-identity. The browser is restarted after K pages, past its memory budget (summed RSS of its
-process group, sampled from /proc at most every ``memory_interval``) or when it broke; a
+identity. The browser is restarted after K pages, past its memory budget (the memory of its
+process group by ``memory_metric``, sampled from /proc at most every ``memory_interval``, just
+before an admission) or when it broke; a
 restart drains: new pages wait until the ones in flight are done. Above ``admit_fraction`` of
 the budget a page starts only when none is in flight. A budget too small for N fresh contexts
 lowers N (a restart would not help), rather than restarting again and again. The decisions are in
@@ -378,10 +379,9 @@ class BrowserPool:
         return [SlotView(s.key, s.busy or s.retired, s.last_used) for s in self._slots]
 
     def _state(self) -> PoolState:
-        mem = self.stats.memory
-        value = (
-            None if mem is None else mem.anon if self.settings.memory_metric == "anon" else mem.rss
-        )
+        mem, value = self.stats.memory, None
+        if mem is not None:
+            value = mem.anon if self.settings.memory_metric == "anon" else mem.rss
         return PoolState(self._in_flight, self._pages_on_browser, value, self._broken)
 
     async def _maybe_sample(self) -> None:
