@@ -50,7 +50,7 @@ async def fetch_all(
     from pydantic import ValidationError
 
     from crawlfleet.demo.spider import LINK_CSS, Product, extract_product
-    from crawlfleet.fetch import FetchSettings, HttpFetcher
+    from crawlfleet.fetch import FetchSettings, HttpClient
     from crawlfleet.response import Response
 
     counts = {"pages": 0, "records": 0, "links": 0}
@@ -78,7 +78,7 @@ async def fetch_all(
 
             async def one_browser() -> None:
                 while queue:
-                    r = await browser.fetch(queue.pop(), wait_for="[data-ready]")
+                    r = await browser.render(queue.pop(), wait_for="[data-ready]")
                     html = r.rendered_html.encode()
                     parse(Response(r.url, r.status, r.header_map, html, encoding="utf-8"))
 
@@ -95,7 +95,7 @@ async def fetch_all(
                 "admission_waits": s.admission_waits,
             }
     else:
-        async with HttpFetcher(FetchSettings(private_ok_hosts=SEEDS)) as http:
+        async with HttpClient(FetchSettings(private_ok_hosts=SEEDS)) as http:
 
             async def one_http() -> None:
                 while queue:

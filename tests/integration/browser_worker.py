@@ -27,7 +27,7 @@ async def own(runtime: str, url: str) -> None:
         BrowserSettings(contexts=1, runtime_dir=runtime, private_ok_hosts=SEEDS)
     )
     await fetcher.start()
-    await fetcher.fetch(url)
+    await fetcher.render(url)
     pid = fetcher.pool.browser_pid
     assert pid is not None
     browser = procs.read_proc(pid)
@@ -56,7 +56,7 @@ async def crawl(runtime: str, contexts: int, budget: int, urls: list[str]) -> No
 
         async def worker() -> None:
             while queue:
-                await fetcher.fetch(queue.pop(), wait_for="[data-ready]")
+                await fetcher.render(queue.pop(), wait_for="[data-ready]")
 
         await asyncio.gather(*(worker() for _ in range(contexts)))
         stats = fetcher.pool.stats

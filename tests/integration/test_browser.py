@@ -28,11 +28,19 @@ from crawlfleet.demo.catalog import Catalog
 from crawlfleet.demo.jspages import scroll_to_end
 from crawlfleet.demo.server import start_demo_server
 from crawlfleet.demo.spider import extract_product
-from crawlfleet.errors import AddressRefused, FetchTimeout, UnsupportedScheme
-from crawlfleet.fetch import FetchSettings, HttpFetcher
-from crawlfleet.fetch.browser import BrowserFetcher, BrowserResult, BrowserSettings, procs
-from crawlfleet.fetch.http import FetchResult
+from crawlfleet.errors import AddressRefused, FetchTimeout, RobotsDisallowed, UnsupportedScheme
+from crawlfleet.fetch import FetchSettings, HttpClient
+from crawlfleet.fetch.base import FetchRequest, FetchResult
+from crawlfleet.fetch.browser import (
+    BrowserFetcher,
+    BrowserRequest,
+    BrowserResult,
+    BrowserSettings,
+    procs,
+)
 from crawlfleet.response import Response
+from crawlfleet.routes.pools import Route
+from crawlfleet.routes.sessions import Session
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -76,8 +84,8 @@ async def browser(module_tmp: Path) -> AsyncIterator[BrowserFetcher]:
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def http() -> AsyncIterator[HttpFetcher]:
-    async with HttpFetcher(FetchSettings(private_ok_hosts=SEEDS)) as fetcher:
+async def http() -> AsyncIterator[HttpClient]:
+    async with HttpClient(FetchSettings(private_ok_hosts=SEEDS)) as fetcher:
         yield fetcher
 
 
@@ -116,10 +124,10 @@ def products_to_check() -> list[str]:
 
 
 async def test_js_products_give_the_records_of_their_static_twins(
-    shop: str, browser: BrowserFetcher, http: HttpFetcher
+    shop: str, browser: BrowserFetcher, http: HttpClient
 ) -> None:
     for sku in products_to_check():
-        result = await browser.fetch(f"{shop}/js/product/{sku}", wait_for=READY)
+        result = await browser.render(f"{shop}/js/product/{sku}", wait_for=READY)
         static = extract_product(raw(await http.fetch(f"{shop}/product/{sku}")))
         assert static is not None
         assert extract_product(rendered(result)) == static, sku
@@ -130,11 +138,11 @@ async def test_js_products_give_the_records_of_their_static_twins(
 
 
 async def test_js_listings_link_what_their_static_twins_link(
-    shop: str, browser: BrowserFetcher, http: HttpFetcher
+    shop: str, browser: BrowserFetcher, http: HttpClient
 ) -> None:
     for category in CATALOG.categories[:4]:
         for page in range(1, CATALOG.page_count(category.slug) + 1):
-            js = rendered(await browser.fetch(f"{shop}/js/category/{category.slug}?page={page}"))
+            js = rendered(await browser.render(f"{shop}/js/category/{category.slug}?page={page}"))
             static = raw(await http.fetch(f"{shop}/category/{category.slug}?page={page}"))
             assert linked_skus(js) == linked_skus(static) != []
             has_next = bool(static.css("a.next"))
@@ -148,16 +156,16 @@ async def test_js_listings_link_what_their_static_twins_link(
 async def test_the_price_appears_only_after_its_delay(shop: str, browser: BrowserFetcher) -> None:
     sku = next(p.sku for p in CATALOG.products if p.valid)
     url = f"{shop}/js/product/{sku}?delay=1500"
-    early = await browser.fetch(url, wait_until="domcontentloaded")
+    early = await browser.render(url, wait_until="domcontentloaded")
     record = extract_product(rendered(early))
     assert record is not None and record["price"] is None  # the article, not yet its price
-    late = await browser.fetch(url, wait_until="domcontentloaded", wait_for=READY)
+    late = await browser.render(url, wait_until="domcontentloaded", wait_for=READY)
     assert extract_product(rendered(late)) == CATALOG.product(sku).record()  # type: ignore[union-attr]
     assert late.timings.wait >= 1.0
 
 
 async def test_infinite_scroll_is_fed_by_captured_xhr_json(
-    shop: str, browser: BrowserFetcher, http: HttpFetcher
+    shop: str, browser: BrowserFetcher, http: HttpClient
 ) -> None:
     category = next(c.slug for c in CATALOG.categories if CATALOG.page_count(c.slug) >= 3)
     pages = CATALOG.page_count(category)
@@ -165,10 +173,10 @@ async def test_infinite_scroll_is_fed_by_captured_xhr_json(
     for page in range(1, pages + 1):
         static += linked_skus(raw(await http.fetch(f"{shop}/category/{category}?page={page}")))
 
-    unscrolled = await browser.fetch(f"{shop}/js/scroll/{category}", wait_for="#feed[data-loaded]")
+    unscrolled = await browser.render(f"{shop}/js/scroll/{category}", wait_for="#feed[data-loaded]")
     assert len(unscrolled.xhr) == 1 and len(linked_skus(rendered(unscrolled))) == 24
 
-    result = await browser.fetch(f"{shop}/js/scroll/{category}", actions=scroll_to_end)
+    result = await browser.render(f"{shop}/js/scroll/{category}", actions=scroll_to_end)
     assert linked_skus(rendered(result)) == static
     assert [x.url for x in result.xhr] == [
         f"{shop}/js/api/category/{category}?page={n}" for n in range(1, pages + 1)
@@ -182,7 +190,7 @@ async def test_infinite_scroll_is_fed_by_captured_xhr_json(
 
 
 async def test_a_missing_page_is_a_result(shop: str, browser: BrowserFetcher) -> None:
-    result = await browser.fetch(f"{shop}/js/product/CF-999999")
+    result = await browser.render(f"{shop}/js/product/CF-999999")
     assert result.status == 404
 
 
@@ -195,16 +203,16 @@ async def test_guard_refuses_what_is_not_a_seed(
     # localhost resolves to loopback and is not a seed host: refused before any request.
     before = hostile.hits["/page"]
     with pytest.raises(AddressRefused, match="non-public"):
-        await browser.fetch(hostile.url("/page?size=10", host="localhost"))
+        await browser.render(hostile.url("/page?size=10", host="localhost"))
     with pytest.raises(AddressRefused):
-        await browser.fetch("http://10.1.2.3/")
+        await browser.render("http://10.1.2.3/")
     with pytest.raises(UnsupportedScheme):
-        await browser.fetch("file:///etc/passwd")
+        await browser.render("file:///etc/passwd")
     assert hostile.hits["/page"] == before
     # A redirect hop to it: the chain is checked after the fact and the page refused.
     target = hostile.url("/page?size=10", host="localhost")
     with pytest.raises(AddressRefused, match="redirect"):
-        await browser.fetch(hostile.url(f"/redirect-to?url={target}"))
+        await browser.render(hostile.url(f"/redirect-to?url={target}"))
 
 
 async def test_routing_blocks_subrequests(hostile: HostileSite, browser: BrowserFetcher) -> None:
@@ -222,7 +230,7 @@ async def test_routing_blocks_subrequests(hostile: HostileSite, browser: Browser
         outcome["xhr"] = await page.evaluate("fetch('/redirect/0').then(r => r.status)")
 
     before = dict(hostile.hits)
-    await browser.fetch(hostile.url("/page?size=100"), actions=requests_from_the_page)
+    await browser.render(hostile.url("/page?size=100"), actions=requests_from_the_page)
     assert outcome == {"cross": "refused", "image": "blocked", "xhr": 200}
     assert hostile.hits["/echo"] == before.get("/echo", 0)  # never sent
     assert hostile.hits["/chunked"] == before.get("/chunked", 0)  # images are blocked
@@ -234,19 +242,77 @@ async def test_proxy_and_a_changed_document_request(
 ) -> None:
     # The hostile site answers absolute-form requests like a forward proxy: the name is never
     # resolved here, and only a request sent through the proxy can reach it.
-    proxied = await browser.fetch(
+    proxied = await browser.render(
         "http://shop.example/echo", proxy=hostile.base_url, session_key="via-proxy"
     )
     seen = json.loads(proxied.body)
     assert dict(seen["headers"])["Host"] == "shop.example"
 
-    posted = await browser.fetch(
+    posted = await browser.render(
         hostile.url("/echo"), method="POST", body=b"a=1&b=2", headers={"X-Crawl": "yes"}
     )
     echo = json.loads(posted.body)
     assert echo["method"] == "POST" and echo["body"] == "a=1&b=2"
     assert dict(echo["headers"])["X-Crawl"] == "yes"
     assert ("X-Crawl", "yes") in posted.request_headers
+
+
+async def test_the_fetcher_port_with_a_route_a_session_and_hop_checks(
+    shop: str, hostile: HostileSite, browser: BrowserFetcher
+) -> None:
+    # The route's proxy is the context's; the session's user agent, headers and cookies are
+    # what the context starts with; its cookies after the page come back with the result.
+    route = Route("r-test", "test", hostile.base_url)
+    now = time.time()
+    session = Session.new(
+        "s-port", route, now, user_agent="crawlfleet-test/1", headers={"X-S": "1"}
+    )
+    session = session.with_cookies(["sid=abc; Path=/"], "http://shop.example/", now)
+    result = await browser.fetch(
+        FetchRequest("http://shop.example/echo"), route=route, session=session
+    )
+    sent = dict(json.loads(result.body)["headers"])
+    assert sent["Host"] == "shop.example" and sent["User-Agent"] == "crawlfleet-test/1"
+    assert sent["X-S"] == "1" and "sid=abc" in sent["Cookie"]
+    assert [c["value"] for c in result.cookies if c["name"] == "sid"] == ["abc"]
+
+    # check_hop sees every redirect target, in order; its refusal is the fetch's error.
+    seen: list[str] = []
+
+    async def check_hop(url: str) -> None:
+        seen.append(url)
+        if url.endswith("/redirect/0"):
+            raise RobotsDisallowed("disallowed by robots.txt")
+
+    with pytest.raises(RobotsDisallowed):
+        await browser.fetch(FetchRequest(hostile.url("/redirect/2"), check_hop=check_hop))
+    assert seen == [hostile.url("/redirect/1"), hostile.url("/redirect/0")]
+
+    # A BrowserRequest carries the wait (and actions) through the port.
+    sku = products_to_check()[0]
+    page = await browser.fetch(BrowserRequest(f"{shop}/js/product/{sku}", wait_for=READY))
+    assert extract_product(rendered(page)) == CATALOG.product(sku).record()  # type: ignore[union-attr]
+
+
+async def test_jobs_share_one_browser_each_with_its_own_guard(
+    hostile: HostileSite, browser: BrowserFetcher
+) -> None:
+    # One browser per worker process: a second job's fetcher on the same pool, whose seeds
+    # are "localhost" where the first job's are "127.0.0.1".
+    other = BrowserFetcher(
+        pool=browser.pool, guard=FetchSettings(private_ok_hosts=frozenset({"localhost"}))
+    )
+    await other.start()  # the pool is not its own: nothing to start...
+    ok = await other.render(hostile.url("/page?size=10", host="localhost"), session_key="j")
+    assert ok.status == 200
+    with pytest.raises(AddressRefused):
+        await other.render(hostile.url("/page?size=10"), session_key="j")
+    with pytest.raises(AddressRefused):
+        await browser.render(hostile.url("/page?size=10", host="localhost"), session_key="j")
+    guards = {key.guard for key, _, _ in browser.pool.contexts() if key.session == "j"}
+    assert guards == {other.guard, browser.guard}  # one context each: never shared
+    await other.close()  # ...and nothing to close
+    assert (await browser.render(hostile.url("/page?size=10"))).status == 200
 
 
 # -- timeouts ----------------------------------------------------------------------------------
@@ -257,12 +323,12 @@ async def test_a_hung_page_times_out_and_the_pool_goes_on(shop: str, module_tmp:
     sku = products_to_check()[0]
     async with (
         BrowserFetcher(s) as fetcher,
-        HttpFetcher(FetchSettings(private_ok_hosts=SEEDS)) as h,
+        HttpClient(FetchSettings(private_ok_hosts=SEEDS)) as h,
     ):
         pool = fetcher.pool
         started = time.monotonic()
         with pytest.raises(FetchTimeout):
-            await fetcher.fetch(f"{shop}/js/stuck/{sku}")  # its load event never comes
+            await fetcher.render(f"{shop}/js/stuck/{sku}")  # its load event never comes
         assert 0.9 < time.monotonic() - started < 3.0  # the navigation deadline
         assert pool.stats.contexts_closed["timeout"] == 1 and pool.contexts() == []
         # Closing the context closed its connections: the stalled request ended server-side.
@@ -278,20 +344,20 @@ async def test_a_hung_page_times_out_and_the_pool_goes_on(shop: str, module_tmp:
         for action in (sleepy, spin):
             started = time.monotonic()
             with pytest.raises(FetchTimeout):
-                await fetcher.fetch(f"{shop}/js/product/{sku}", actions=action)
+                await fetcher.render(f"{shop}/js/product/{sku}", actions=action)
             assert time.monotonic() - started < 3.5  # the total deadline, not the action's 30 s
         with pytest.raises(FetchTimeout):
-            await fetcher.fetch(f"{shop}/js/product/{sku}", wait_for="#never-there")
+            await fetcher.render(f"{shop}/js/product/{sku}", wait_for="#never-there")
         assert pool.stats.contexts_closed["timeout"] == 4
 
         # The same page with a navigation that ends earlier renders fine, in the same pool.
-        result = await fetcher.fetch(
+        result = await fetcher.render(
             f"{shop}/js/stuck/{sku}", wait_until="domcontentloaded", wait_for=READY
         )
         assert extract_product(rendered(result)) is not None
 
 
-async def _wait_for_status(h: HttpFetcher, shop: str, status: str) -> dict[str, int]:
+async def _wait_for_status(h: HttpClient, shop: str, status: str) -> dict[str, int]:
     statuses: dict[str, int] = {}
     for _ in range(50):
         statuses = json.loads((await h.fetch(f"{shop}/__admin/stats")).body)["statuses"]
@@ -315,23 +381,23 @@ async def test_a_context_is_a_session_recycled_after_m_pages(shop: str, module_t
         async def log_in(page: Any) -> None:
             await page.evaluate("document.cookie = 'sid=a1; path=/'")
 
-        await fetcher.fetch(url, session_key="a", actions=log_in)
-        assert _cookie(await fetcher.fetch(url, session_key="a")) == "sid=a1"
-        assert _cookie(await fetcher.fetch(url, session_key="b")) == ""  # another identity
-        assert _cookie(await fetcher.fetch(url, session_key="a")) == "sid=a1"  # a's 3rd page: M
-        assert _cookie(await fetcher.fetch(url, session_key="a")) == ""  # a new context
+        await fetcher.render(url, session_key="a", actions=log_in)
+        assert _cookie(await fetcher.render(url, session_key="a")) == "sid=a1"
+        assert _cookie(await fetcher.render(url, session_key="b")) == ""  # another identity
+        assert _cookie(await fetcher.render(url, session_key="a")) == "sid=a1"  # a's 3rd page: M
+        assert _cookie(await fetcher.render(url, session_key="a")) == ""  # a new context
         assert pool.stats.contexts_opened == 3 and pool.stats.contexts_closed["recycled"] == 1
         assert sorted((key.session, pages) for key, pages, _ in pool.contexts()) == [
             ("a", 1),
             ("b", 1),
         ]
         # Retired (e.g. after a block): closed now, the next page of "a" starts afresh.
-        await fetcher.fetch(url, session_key="a", actions=log_in)
+        await fetcher.render(url, session_key="a", actions=log_in)
         await fetcher.retire("a")
         assert pool.stats.contexts_closed["retired"] == 1
-        assert _cookie(await fetcher.fetch(url, session_key="a")) == ""
+        assert _cookie(await fetcher.render(url, session_key="a")) == ""
         # A third identity when both contexts are idle: the least recently used one makes room.
-        await fetcher.fetch(url, session_key="c")
+        await fetcher.render(url, session_key="c")
         assert pool.stats.contexts_closed["evicted"] == 1
         assert {key.session for key, _, _ in pool.contexts()} == {"a", "c"}
 
@@ -342,7 +408,7 @@ async def test_the_browser_is_restarted_after_k_pages(shop: str, module_tmp: Pat
         browsers: list[procs.Proc] = []
 
         async def one(n: int) -> None:
-            await fetcher.fetch(f"{shop}/js/category/kitchen?page=1&n={n}")
+            await fetcher.render(f"{shop}/js/category/kitchen?page=1&n={n}")
             pid = pool.browser_pid
             proc = procs.read_proc(pid) if pid else None
             if proc is not None and all(b.pid != proc.pid for b in browsers):
@@ -406,7 +472,7 @@ async def test_no_chromium_survives_close(shop: str, module_tmp: Path) -> None:
     s = settings(module_tmp, contexts=2, runtime_dir=str(module_tmp / "runtime-close"))
     fetcher = BrowserFetcher(s)
     await fetcher.start()
-    await fetcher.fetch(f"{shop}/js/")
+    await fetcher.render(f"{shop}/js/")
     pid = fetcher.pool.browser_pid
     assert pid is not None
     browser = procs.read_proc(pid)
@@ -473,4 +539,4 @@ async def test_a_wedged_browser_of_a_killed_worker_is_swept_at_the_next_start(
             assert fetcher.pool.stats.swept >= 1
             assert _alive(owned["members"]) == []
             assert not Path(owned["profile"]).exists()
-            assert (await fetcher.fetch(f"{shop}/js/")).status == 200
+            assert (await fetcher.render(f"{shop}/js/")).status == 200

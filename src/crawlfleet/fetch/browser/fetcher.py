@@ -1,11 +1,13 @@
 """``BrowserFetcher``: a URL rendered by Chromium, returned like an HTTP fetch plus the DOM.
 
-``fetch`` navigates a pooled page to the URL, waits (``wait_until``, then ``wait_for``), runs
-the caller's page actions, and returns a :class:`BrowserResult`: the document response as the
-browser received it (status, headers, body, the request headers it sent, the server address,
-the redirect chain), the rendered DOM, the XHR/``fetch()`` JSON responses the page got, and
-timings. Like the HTTP fetcher it raises only :class:`~crawlfleet.errors.FetchError`
-subclasses, and a non-2xx status is a result, not an error.
+``fetch(request, route=, session=)`` is the fetcher port (:mod:`crawlfleet.fetch.base`);
+``render(url, ...)`` the same with plain arguments. Either navigates a pooled page to the URL,
+waits (``wait_until``, then ``wait_for``), runs the caller's page actions, and returns a
+:class:`BrowserResult`: the document response as the browser received it (status, headers,
+body, the request headers it sent, the server address, the redirect chain), the rendered DOM,
+the XHR/``fetch()`` JSON responses the page got, the context's cookies, and timings. Like the
+HTTP fetcher it raises only :class:`~crawlfleet.errors.FetchError` subclasses, and a non-2xx
+status is a result, not an error.
 
 Every page has a total deadline (``timeout``) over navigation, waits, actions and reading; when
 it passes, or the navigation alone passes ``navigation_timeout``, the page and its context are
@@ -16,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
@@ -33,25 +35,30 @@ from crawlfleet.errors import (
     InvalidURL,
     UnsupportedScheme,
 )
+from crawlfleet.fetch.base import FetchRequest
 from crawlfleet.fetch.browser.pool import BrowserPool, ContextKey, PageLease
+from crawlfleet.fetch.browser.request import BrowserRequest, ContextSeed, PageAction, seed_of
 from crawlfleet.fetch.browser.result import (
     BrowserResult,
     PageTimings,
-    XhrResponse,
     classify_error,
 )
-from crawlfleet.fetch.browser.routing import DocumentOverride
+from crawlfleet.fetch.browser.routing import DocumentOverride, GuardPolicy
 from crawlfleet.fetch.browser.settings import WAIT_STATES, BrowserSettings, WaitUntil
-from crawlfleet.fetch.guard import check_literal_host
+from crawlfleet.fetch.browser.xhr import XhrWatch
+from crawlfleet.fetch.guard import GuardSettings, check_literal_host
 from crawlfleet.urls import mask_credentials
 
 if TYPE_CHECKING:
     from playwright.async_api import Page, Response
 
-PageAction = Callable[["Page"], Awaitable[None]]
+    from crawlfleet.fetch.base import Fetcher
+    from crawlfleet.routes.pools import Route
+    from crawlfleet.routes.sessions import Session
+
+__all__ = ["BrowserFetcher", "BrowserRequest", "PageAction"]
 
 _SCHEMES = frozenset({"http", "https"})
-_XHR_TYPES = frozenset({"xhr", "fetch"})
 
 
 class BrowserFetcher:
@@ -59,9 +66,13 @@ class BrowserFetcher:
     worker process::
 
         async with BrowserFetcher(BrowserSettings(private_ok_hosts=frozenset({"127.0.0.1"}))) as f:
-            result = await f.fetch("http://127.0.0.1:8080/js/", wait_for="ul.listing")
+            result = await f.render("http://127.0.0.1:8080/js/", wait_for="ul.listing")
             Response(result.url, result.status, result.header_map,
                      result.rendered_html.encode(), encoding="utf-8").css(...)
+
+    With ``pool``, the fetcher uses a pool the caller owns (one browser per worker process,
+    shared by its jobs: start and close it yourself) and ``guard`` (e.g. the job's
+    ``FetchSettings``) says which private hosts it may reach; its contexts are its own.
     """
 
     kind = "browser"
@@ -70,10 +81,14 @@ class BrowserFetcher:
         self,
         settings: BrowserSettings | None = None,
         *,
+        pool: BrowserPool | None = None,
+        guard: GuardSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.settings = settings or BrowserSettings()
-        self.pool = BrowserPool(self.settings, clock=clock)
+        self.settings = pool.settings if pool is not None else settings or BrowserSettings()
+        self.pool = pool if pool is not None else BrowserPool(self.settings, clock=clock)
+        self._owns_pool = pool is None
+        self.guard = GuardPolicy.of(guard if guard is not None else self.settings)
         self._clock = clock
 
     async def __aenter__(self) -> Self:
@@ -89,17 +104,43 @@ class BrowserFetcher:
         await self.close()
 
     async def start(self) -> None:
-        """Start the pool (sweeps orphaned browsers, launches Chromium)."""
-        await self.pool.start()
+        """Start the pool if it is this fetcher's (sweeps orphaned browsers, launches Chromium)."""
+        if self._owns_pool:
+            await self.pool.start()
 
     async def close(self) -> None:
-        await self.pool.close()
+        """Close the pool if it is this fetcher's."""
+        if self._owns_pool:
+            await self.pool.close()
 
     async def retire(self, session_key: str) -> None:
         """End a session identity (e.g. after a block): its contexts are closed."""
         await self.pool.retire(session_key)
 
     async def fetch(
+        self,
+        request: FetchRequest,
+        *,
+        route: Route | None = None,
+        session: Session | None = None,
+    ) -> BrowserResult:
+        """The fetcher port: render ``request`` over ``route`` as ``session``.
+
+        A session is one context (its id is the key; its user agent, headers and cookies seed
+        the context when it opens; ``result.cookies`` are the context's cookies after the page);
+        the route's proxy is the context's. A :class:`BrowserRequest` also says how to wait and
+        which page actions to run. Raises only :class:`~crawlfleet.errors.FetchError`
+        subclasses.
+        """
+        key = ContextKey(
+            session.id if session is not None else None,
+            route.proxy_url if route is not None else None,
+            session.user_agent if session is not None else None,
+            self.guard,
+        )
+        return await self._fetch(request, key, seed_of(session) if session is not None else None)
+
+    async def render(
         self,
         url: str,
         *,
@@ -121,20 +162,38 @@ class BrowserFetcher:
         CSS selector to wait for after it; ``actions(page)`` runs last (scroll, click...).
         Raises only :class:`~crawlfleet.errors.FetchError` subclasses.
         """
-        target = _checked(url, self.settings)
-        until = wait_until or self.settings.wait_until
+        request = BrowserRequest(
+            url,
+            method=method,
+            body=body,
+            headers=headers,
+            wait_until=wait_until,
+            wait_for=wait_for,
+            actions=actions,
+        )
+        key = ContextKey(session_key, proxy, user_agent, self.guard)
+        return await self._fetch(request, key, None)
+
+    async def _fetch(
+        self, request: FetchRequest, key: ContextKey, seed: ContextSeed | None
+    ) -> BrowserResult:
+        target = _checked(request.url, self.guard)
+        options = request if isinstance(request, BrowserRequest) else _PLAIN
+        until = options.wait_until or self.settings.wait_until
         if until not in WAIT_STATES:
             raise ValueError(f"wait_until must be one of {sorted(WAIT_STATES)}")
+        method = request.method.upper()
         override = None
-        if method.upper() != "GET" or body is not None or headers:
-            override = DocumentOverride(method.upper(), body, tuple((headers or {}).items()))
+        if method != "GET" or request.body is not None or request.headers:
+            headers = tuple((request.headers or {}).items())
+            override = DocumentOverride(method, request.body, headers)
         started = self._clock()
-        async with self.pool.page(ContextKey(session_key, proxy, user_agent)) as lease:
+        async with self.pool.page(key, seed) as lease:
             timings = PageTimings(admission=self._clock() - started)
-            visit = _Visit(self, lease, timings)
+            visit = _Visit(self, lease, timings, request)
             try:
                 async with asyncio.timeout(self.settings.timeout):
-                    result = await visit.run(target, until, wait_for, actions, override)
+                    result = await visit.run(target, until, options, override)
             except TimeoutError as exc:
                 lease.discard("timeout")
                 raise FetchTimeout(
@@ -146,16 +205,22 @@ class BrowserFetcher:
         return result
 
 
+_PLAIN = BrowserRequest("")
+
+
 class _Visit:
     """One fetch on one leased page."""
 
-    def __init__(self, fetcher: BrowserFetcher, lease: PageLease, timings: PageTimings) -> None:
+    def __init__(
+        self, fetcher: BrowserFetcher, lease: PageLease, timings: PageTimings, request: FetchRequest
+    ) -> None:
         self.settings = fetcher.settings
         self.clock = fetcher._clock
         self.lease = lease
         self.timings = timings
+        self.request = request
         self.deadline = self.clock() + self.settings.timeout
-        self.xhr = _XhrWatch(self.settings)
+        self.xhr = XhrWatch(self.settings)
 
     def remaining_ms(self, cap: float | None = None) -> float:
         left = max(0.001, self.deadline - self.clock())
@@ -165,8 +230,7 @@ class _Visit:
         self,
         target: str,
         until: WaitUntil,
-        wait_for: str | None,
-        actions: PageAction | None,
+        options: BrowserRequest,
         override: DocumentOverride | None,
     ) -> BrowserResult:
         page, router = self.lease.page, self.lease.router
@@ -184,14 +248,14 @@ class _Visit:
                 raise BrowserError(f"no document response for {mask_credentials(target)}")
             await self._check_redirects(response)
             t = self.clock()
-            if wait_for:
+            if options.wait_for:
                 await page.wait_for_selector(
-                    wait_for, state="attached", timeout=self.remaining_ms()
+                    options.wait_for, state="attached", timeout=self.remaining_ms()
                 )
             self.timings.wait = self.clock() - t
             t = self.clock()
-            if actions is not None:
-                await actions(page)
+            if options.actions is not None:
+                await options.actions(page)
             self.timings.actions = self.clock() - t
             t = self.clock()
             result = await self._read(page, response)
@@ -202,14 +266,20 @@ class _Visit:
             router.end()
 
     async def _check_redirects(self, response: Response) -> None:
-        """Refuse a document whose redirect chain passed a refused host (hops are not routed,
-        so their requests were sent; their answers go no further)."""
+        """Refuse a document whose redirect chain passed a refused host, or a hop the caller's
+        ``check_hop`` refuses (robots.txt). Hops are not routed, so this comes after the fact:
+        their requests were sent, their answers go no further."""
+        hops = []
         request = response.request
         while request.redirected_from is not None:
-            reason = await self.lease.router.check(request.url)
-            if reason is not None:
-                raise AddressRefused(f"redirect to {mask_credentials(request.url)}: {reason}")
+            hops.append(request.url)
             request = request.redirected_from
+        for url in reversed(hops):
+            reason = await self.lease.router.check(url)
+            if reason is not None:
+                raise AddressRefused(f"redirect to {mask_credentials(url)}: {reason}")
+            if self.request.check_hop is not None:
+                await self.request.check_hop(url)
 
     async def _read(self, page: Page, response: Response) -> BrowserResult:
         html, body, headers, sent, server = await asyncio.gather(
@@ -219,11 +289,11 @@ class _Visit:
             response.request.headers_array(),
             response.server_addr(),
         )
-        cap = self.settings.max_body
-        for size in (len(body), len(html)):
-            if size > cap:
-                raise BodyTooLarge(f"document or DOM of {size} exceeds {cap}", limit=cap, seen=size)
+        body, truncated = self._capped(body, len(html))
         xhr = await self.xhr.collect(self.remaining_ms() / 1000)
+        cookies: list[dict[str, Any]] = []
+        if self.lease.key.session:
+            cookies = [dict(c) for c in await self.lease.context.cookies()]
         chain = []
         hop = response.request.redirected_from
         while hop is not None:
@@ -241,12 +311,27 @@ class _Visit:
             request_headers=[(h["name"], h["value"]) for h in sent],
             redirects=chain[::-1],
             nbytes_wire=len(body),
+            truncated=truncated,
             rendered_html=html,
             xhr=xhr,
             xhr_dropped=self.xhr.dropped,
             timings=self.timings,
             page_url=page.url,
+            cookies=cookies,
         )
+
+    def _capped(self, body: bytes, dom_size: int) -> tuple[bytes, bool]:
+        """The document within the request's cap (cut there if it asks to be); the DOM within
+        the settings' cap."""
+        cap = self.request.max_body or self.settings.max_body
+        if len(body) > cap and self.request.truncate:
+            return body[:cap], True
+        for size, limit in ((len(body), cap), (dom_size, self.settings.max_body)):
+            if size > limit:
+                raise BodyTooLarge(
+                    f"document or DOM of {size} exceeds {limit}", limit=limit, seen=size
+                )
+        return body, False
 
     def failure(self, exc: PlaywrightError, target: str) -> FetchError:
         """The error to raise for a Playwright error, discarding the context when needed."""
@@ -268,60 +353,13 @@ class _Visit:
         return error(f"{shown}: {_first_line(exc)}")
 
 
-class _XhrWatch:
-    """Collects the JSON responses to a page's XHR/``fetch()`` calls, within the caps."""
+if TYPE_CHECKING:
 
-    def __init__(self, settings: BrowserSettings) -> None:
-        self.settings = settings
-        self.dropped = 0
-        self._tasks: list[asyncio.Task[XhrResponse]] = []
-        self._bytes = 0
-
-    def on_response(self, response: Response) -> None:
-        if response.request.resource_type not in _XHR_TYPES:
-            return
-        content_type = response.headers.get("content-type", "")
-        if "json" not in content_type.lower():
-            return
-        if len(self._tasks) >= self.settings.max_xhr:
-            self.dropped += 1
-            return
-        self._tasks.append(asyncio.ensure_future(self._read(response, content_type)))
-
-    async def _read(self, response: Response, content_type: str) -> XhrResponse:
-        body: bytes | None = None
-        declared = response.headers.get("content-length", "")
-        if not (declared.isdigit() and int(declared) > self.settings.max_xhr_body):
-            try:
-                body = await response.body()
-            except PlaywrightError:
-                body = None
-        if body is not None:
-            too_big = len(body) > self.settings.max_xhr_body
-            if too_big or self._bytes + len(body) > self.settings.max_xhr_total:
-                body = None
-            else:
-                self._bytes += len(body)
-        return XhrResponse(
-            url=response.url,
-            status=response.status,
-            content_type=content_type,
-            body=body,
-            method=response.request.method,
-        )
-
-    async def collect(self, timeout: float) -> list[XhrResponse]:
-        """The responses read so far and within ``timeout``; slower ones are dropped."""
-        if not self._tasks:
-            return []
-        done, pending = await asyncio.wait(self._tasks, timeout=timeout)
-        for task in pending:
-            task.cancel()
-        self.dropped += len(pending)
-        return [t.result() for t in self._tasks if t in done]
+    def _a_fetcher(fetcher: BrowserFetcher) -> Fetcher:
+        return fetcher  # the type checker holds BrowserFetcher to the port
 
 
-def _checked(url: str, settings: BrowserSettings) -> str:
+def _checked(url: str, settings: GuardSettings) -> str:
     """``url`` if a browser may be sent there: http(s), a host, no refused IP literal."""
     try:
         parsed = URL(url)

@@ -15,7 +15,8 @@ from playwright.async_api import Error as PlaywrightError
 
 from crawlfleet.errors import BrowserError, ConfigError
 from crawlfleet.fetch.browser import procs
-from crawlfleet.fetch.browser.routing import ContextRouter, RouteGuard
+from crawlfleet.fetch.browser.request import ContextSeed
+from crawlfleet.fetch.browser.routing import ContextRouter, GuardPolicy, RouteGuard
 from crawlfleet.fetch.browser.settings import BrowserSettings, launch_args
 from crawlfleet.urls import mask_credentials
 
@@ -35,6 +36,9 @@ class ContextKey:
     proxy: str | None = None
     """Proxy URL (``http://user:pass@host:port``, ``socks5://...``) for this identity."""
     user_agent: str | None = None
+    guard: GuardPolicy | None = None
+    """The address guard of the fetcher asking (None: the pool's settings'). Contexts are not
+    shared between guards, so two jobs on one pool never share one."""
 
     def __repr__(self) -> str:
         proxy = mask_credentials(self.proxy) if self.proxy else None
@@ -69,9 +73,14 @@ class LaunchedBrowser:
         return sum(procs.pss(p.pid) for p in procs.browser_group(self.proc.pid, self.proc.start))
 
     async def new_context(
-        self, key: ContextKey, guard: RouteGuard, settings: BrowserSettings
+        self,
+        key: ContextKey,
+        guard: RouteGuard,
+        settings: BrowserSettings,
+        seed: ContextSeed | None = None,
     ) -> tuple[BrowserContext, ContextRouter]:
-        """A context for session identity ``key``, every request routed (see routing.py)."""
+        """A context for session identity ``key`` (starting with ``seed``'s headers and
+        cookies), every request routed (see routing.py)."""
         options: dict[str, Any] = {
             "viewport": {"width": settings.viewport[0], "height": settings.viewport[1]},
             # A service worker's requests would not go through the context's routing.
@@ -82,7 +91,11 @@ class LaunchedBrowser:
             options["user_agent"] = user_agent
         if key.proxy:
             options["proxy"] = proxy_settings(key.proxy)
+        if seed is not None and seed.headers:
+            options["extra_http_headers"] = dict(seed.headers)
         context = await self.browser.new_context(**options)
+        if seed is not None and seed.cookies:
+            await context.add_cookies(list(seed.cookies))  # type: ignore[arg-type]
         router = ContextRouter(guard, settings.block_resources, proxied=key.proxy is not None)
         await context.route("**/*", router.handle)
         return context, router

@@ -26,9 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
@@ -56,110 +54,17 @@ from crawlfleet.fetch.browser.launcher import (
     check_executable,
     launch,
 )
-from crawlfleet.fetch.browser.routing import ContextRouter, RouteGuard
+from crawlfleet.fetch.browser.lease import PageLease, PoolStats, Slot
+from crawlfleet.fetch.browser.request import ContextSeed
+from crawlfleet.fetch.browser.routing import GuardPolicy, RouteGuard
 from crawlfleet.fetch.browser.settings import BrowserSettings
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, BrowserContext, Page, Playwright
+    from playwright.async_api import Browser, Playwright
 
 __all__ = ["BrowserPool", "ContextKey", "PageLease", "PoolStats"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PoolStats:
-    """Counters of one pool since it started."""
-
-    launches: int = 0
-    restarts: Counter[str] = field(default_factory=Counter)
-    """By reason: ``pages``, ``memory``, ``broken``."""
-    contexts_opened: int = 0
-    contexts_closed: Counter[str] = field(default_factory=Counter)
-    """By reason: ``recycled``, ``retired``, ``evicted``, ``timeout``, ``crash``, ``restart``..."""
-    pages: int = 0
-    admission_waits: int = 0
-    swept: int = 0
-    """Orphaned Chromium processes of dead workers killed when the pool started."""
-    memory: procs.Memory | None = None
-    """Last sample of the browser's memory."""
-    peak_anon: int = 0
-    peak_rss: int = 0
-    """Peaks of the samples (taken at most every ``memory_interval``, before admissions)."""
-    contexts_limit: int = 0
-    """Contexts the browser may have now (fewer than ``contexts`` after a budget too small
-    for them all)."""
-
-
-class _Slot:
-    """One context of the pool (``context`` is None until it is opened)."""
-
-    __slots__ = (
-        "busy",
-        "context",
-        "generation",
-        "key",
-        "last_used",
-        "page",
-        "pages",
-        "retired",
-        "router",
-    )
-
-    def __init__(self, key: ContextKey, generation: int) -> None:
-        self.key = key
-        self.generation = generation
-        self.context: BrowserContext | None = None
-        self.page: Page | None = None
-        self.router: ContextRouter | None = None
-        self.pages = 0
-        self.busy = True
-        self.retired = False
-        self.last_used = 0.0
-
-
-class PageLease:
-    """A page of the pool, checked out for one fetch."""
-
-    __slots__ = ("_slot", "discard_reason", "fresh_page")
-
-    def __init__(self, slot: _Slot) -> None:
-        self._slot = slot
-        self.discard_reason: str | None = None
-        self.fresh_page = False
-
-    @property
-    def page(self) -> Page:
-        assert self._slot.page is not None  # opened before the lease is handed out
-        return self._slot.page
-
-    @property
-    def router(self) -> ContextRouter:
-        assert self._slot.router is not None
-        return self._slot.router
-
-    @property
-    def key(self) -> ContextKey:
-        return self._slot.key
-
-    @property
-    def context_pages(self) -> int:
-        """Pages this context has served, this one included."""
-        return self._slot.pages
-
-    @property
-    def generation(self) -> int:
-        """Which launch of the browser this page belongs to (1 for the first)."""
-        return self._slot.generation
-
-    def discard(self, reason: str) -> None:
-        """Close this page's context when the lease ends (after a timeout or a crash)."""
-        self.discard_reason = reason
-
-    def replace_page(self) -> None:
-        """Close this page (not its context) when the lease ends: after a failed navigation
-        the browser may still commit its error page, which would interrupt the next one."""
-        self.fresh_page = True
 
 
 class BrowserPool:
@@ -174,9 +79,9 @@ class BrowserPool:
         self.settings = settings or BrowserSettings()
         self.stats = PoolStats(contexts_limit=self.settings.contexts)
         self._clock = clock
-        self._guard = RouteGuard(self.settings, clock=clock)
+        self._guards: dict[GuardPolicy, RouteGuard] = {}
         self._cond = asyncio.Condition()
-        self._slots: list[_Slot] = []
+        self._slots: list[Slot] = []
         self._pw: Playwright | None = None
         self._browser: LaunchedBrowser | None = None
         self._runtime = procs.runtime_dir(self.settings.runtime_dir)
@@ -261,9 +166,12 @@ class BrowserPool:
     # -- pages -------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def page(self, key: ContextKey | None = None) -> AsyncIterator[PageLease]:
-        """Check out a page of session identity ``key``, waiting for admission."""
-        slot = await self._checkout(key or ContextKey())
+    async def page(
+        self, key: ContextKey | None = None, seed: ContextSeed | None = None
+    ) -> AsyncIterator[PageLease]:
+        """Check out a page of session identity ``key``, waiting for admission (``seed``:
+        what the context starts with, if it has to be opened)."""
+        slot = await self._checkout(key or ContextKey(), seed)
         lease = PageLease(slot)
         try:
             yield lease
@@ -294,7 +202,7 @@ class BrowserPool:
                 self._cond.notify_all()
         return len(mine)
 
-    async def _checkout(self, key: ContextKey) -> _Slot:
+    async def _checkout(self, key: ContextKey, seed: ContextSeed | None) -> Slot:
         waited = False
         async with self._cond:
             while True:
@@ -324,13 +232,13 @@ class BrowserPool:
         if victim is not None:
             await self._close_slot(victim, "evicted")
         try:
-            await self._prepare(slot)
+            await self._prepare(slot, seed)
         except BaseException:
             await self._checkin(slot, "failed")
             raise
         return slot
 
-    def _claim(self, choice: SlotChoice, key: ContextKey) -> tuple[_Slot, _Slot | None]:
+    def _claim(self, choice: SlotChoice, key: ContextKey) -> tuple[Slot, Slot | None]:
         victim = None
         if choice.action == "reuse":
             assert choice.index is not None
@@ -340,22 +248,29 @@ class BrowserPool:
         if choice.action == "evict":
             assert choice.index is not None
             victim = self._slots.pop(choice.index)
-        slot = _Slot(key, self._generation)
+        slot = Slot(key, self._generation)
         self._slots.append(slot)
         return slot, victim
 
-    async def _prepare(self, slot: _Slot) -> None:
+    async def _prepare(self, slot: Slot, seed: ContextSeed | None) -> None:
         """Open the slot's context and page if it has none yet."""
         if slot.context is None:
             assert self._browser is not None
             slot.context, slot.router = await self._browser.new_context(
-                slot.key, self._guard, self.settings
+                slot.key, self._guard_for(slot.key.guard), self.settings, seed
             )
             self.stats.contexts_opened += 1
         if slot.page is None or slot.page.is_closed():
             slot.page = await slot.context.new_page()
 
-    async def _checkin(self, slot: _Slot, discard: str | None) -> None:
+    def _guard_for(self, policy: GuardPolicy | None) -> RouteGuard:
+        policy = policy or GuardPolicy.of(self.settings)
+        guard = self._guards.get(policy)
+        if guard is None:
+            guard = self._guards[policy] = RouteGuard(policy, clock=self._clock)
+        return guard
+
+    async def _checkin(self, slot: Slot, discard: str | None) -> None:
         reason = discard
         if reason is None and slot.retired:
             reason = "retired"
@@ -397,7 +312,7 @@ class BrowserPool:
 
     # -- contexts and the browser ----------------------------------------------------------------
 
-    async def _close_page(self, slot: _Slot) -> None:
+    async def _close_page(self, slot: Slot) -> None:
         page, slot.page = slot.page, None
         if page is None:
             return
@@ -407,7 +322,7 @@ class BrowserPool:
         except (TimeoutError, PlaywrightError):
             slot.retired = True  # a context whose page will not close is closed with it
 
-    async def _close_slot(self, slot: _Slot, reason: str) -> None:
+    async def _close_slot(self, slot: Slot, reason: str) -> None:
         context, slot.context, slot.page = slot.context, None, None
         if context is None:
             return

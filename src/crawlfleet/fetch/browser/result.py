@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from crawlfleet.errors import (
     AddressRefused,
@@ -16,7 +17,7 @@ from crawlfleet.errors import (
     NotRenderable,
     TooManyRedirects,
 )
-from crawlfleet.fetch.http import FetchResult
+from crawlfleet.fetch.base import FetchResult
 from crawlfleet.urls import mask_credentials
 
 
@@ -56,7 +57,7 @@ class PageTimings:
 
 @dataclass(slots=True, repr=False)
 class BrowserResult(FetchResult):
-    """A :class:`~crawlfleet.fetch.http.FetchResult` for the document, plus what the browser
+    """A :class:`~crawlfleet.fetch.base.FetchResult` for the document, plus what the browser
     made of it.
 
     ``body`` and ``headers`` are the document response as received (decoded), so the result
@@ -73,6 +74,10 @@ class BrowserResult(FetchResult):
     timings: PageTimings = field(default_factory=PageTimings)
     page_url: str = ""
     """``location.href`` when the DOM was read (may differ from ``url`` after pushState)."""
+    cookies: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    """The context's cookies after the page (Playwright's form: name, value, domain, path,
+    expires, secure, ...) when it carries a session: what the session's jar should become,
+    cookies set by scripts included."""
 
     def __repr__(self) -> str:
         return (

@@ -54,8 +54,20 @@ async def _getaddrinfo(host: str) -> list[str] | None:
     return [str(info[4][0]) for info in infos]
 
 
+@dataclass(frozen=True, slots=True)
+class GuardPolicy:
+    """Which private hosts a context may reach: a job's (its spider's seeds), or the pool's."""
+
+    allow_private_addresses: bool = False
+    private_ok_hosts: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, settings: GuardSettings) -> GuardPolicy:
+        return cls(settings.allow_private_addresses, frozenset(settings.private_ok_hosts))
+
+
 class RouteGuard:
-    """The address guard for URLs the browser requests; one per pool (it caches DNS)."""
+    """The address guard for URLs the browser requests; one per policy (it caches DNS)."""
 
     def __init__(
         self,
