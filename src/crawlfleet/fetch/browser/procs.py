@@ -13,6 +13,11 @@ and exits. A browser that is wedged (stopped, or stuck in a kernel call) does ne
 * a pool starting up sweeps: processes carrying the variable whose owner is gone are killed
   (with their process group), and the profile directories of dead owners' registrations are
   removed. Processes of live owners, and anything not carrying the variable, are never touched.
+
+What is left after a driver killed with SIGKILL: an empty ``playwright-artifacts-*`` directory
+in the temporary directory (Playwright names nothing that would tie it to its browser), and,
+under an init that does not reap (some containers' PID 1), zombie entries of the killed
+processes, which hold no memory.
 """
 
 from __future__ import annotations
