@@ -13,6 +13,7 @@
         │   ├── FetchTimeout
         │   ├── ConnectError
         │   ├── DataLoss           connection cut mid-body, broken chunking
+        │   ├── BrowserError       the browser failed the page: renderer crash, closed target
         │   └── ProxyError         the route failed, not the request: proxy refused, unreachable,
         │                          timed out, rejected the credentials or the tunnel
         └── PermanentFetchError    trying again cannot help
@@ -20,7 +21,8 @@
             ├── TooManyRedirects
             ├── AddressRefused     resolves to a private/loopback address not allowed
             ├── UnsupportedScheme
-            └── InvalidURL         the URL (or a redirect's Location) cannot be parsed
+            ├── InvalidURL         the URL (or a redirect's Location) cannot be parsed
+            └── NotRenderable      the browser would download it, not show it (attachments)
 
 A fetch error's class decides the retry branch; the retry policy (``policy.retry``) maps it to a
 decision, so nothing else needs to know which exception a client library raised.
@@ -77,6 +79,13 @@ class ConnectError(RetryableFetchError):
 
 class DataLoss(RetryableFetchError):
     kind = "data_loss"
+
+
+class BrowserError(RetryableFetchError):
+    """The browser did not produce the page: its renderer or the browser crashed, the page
+    was closed under it, or it answered the protocol with an unexpected error."""
+
+    kind = "browser"
 
 
 class ProxyError(RetryableFetchError):
@@ -137,3 +146,10 @@ class RobotsUnreachable(RetryableFetchError):
     """The robots.txt of a redirect's target host cannot be read now: try the request later."""
 
     kind = "robots_unreachable"
+
+
+class NotRenderable(PermanentFetchError):
+    """The browser would download the URL rather than display it (an attachment, a file
+    type it does not render)."""
+
+    kind = "not_renderable"

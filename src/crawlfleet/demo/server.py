@@ -40,6 +40,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from crawlfleet.demo import jspages
 from crawlfleet.demo.catalog import Catalog
 from crawlfleet.demo.pages import DynamicLinks, Renderer, captcha_page, robots_txt
 
@@ -197,6 +198,7 @@ def make_app(catalog: Catalog, faults: Faults | None = None) -> web.Application:
     app.router.add_post("/__admin/robots-ok", _admin_robots_ok)
     app.router.add_post("/__admin/faults", _admin_faults)
     app.router.add_post("/__admin/reset-stats", _admin_reset)
+    jspages.register(app, catalog)  # the JavaScript twins of the pages above, under /js/
     return app
 
 
