@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crawlfleet.data.warc import Capture, WarcRef
-from crawlfleet.errors import FetchError, ParseError
+from crawlfleet.errors import FetchError, ParseError, ProxyError
 from crawlfleet.events import AttemptEvent, EventBus
 from crawlfleet.extract import PageOutput, Provenance
 from crawlfleet.fetch.base import Fetcher, FetchRequest
@@ -32,6 +32,8 @@ from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, O
 from crawlfleet.policy.classify import classify, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
 from crawlfleet.response import Response
+from crawlfleet.routes.identities import Identities
+from crawlfleet.routes.pools import DIRECT
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["Attempt", "GiveBack", "Pipeline", "Verdict"]
 
 log = logging.getLogger("crawlfleet.worker")
+
+#: seconds before a request of a route this worker does not know is offered again
+UNKNOWN_ROUTE_WAIT = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,18 +99,36 @@ class Pipeline:
         *,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        identities: Identities | None = None,
     ) -> None:
         self.settings = settings
         self.events = events
         self.clock = clock
         self.rng = rng or random.Random()
+        self.identities = identities
 
     async def run(self, job: JobContext, lease: Lease) -> Verdict:
         """The whole life of one attempt; emits its event and returns its verdict."""
         attempt = Attempt(lease, job)
         verdict = await self._steps(attempt)
+        self._fold_session(attempt)
         self.events.emit(_event(attempt, verdict))
         return verdict
+
+    def _fold_session(self, a: Attempt) -> None:
+        """The attempt's session learns its cookies and whether it went well (retired on a
+        block: the site knows this identity)."""
+        if self.identities is None or a.session is None:
+            return
+        cookies: list[str] = []
+        if a.result is not None:
+            cookies = list(a.result.header_map.getall("set-cookie", []))
+        verdicts = {Outcome.OK: "ok", Outcome.GONE: "ok", Outcome.BLOCKED: "blocked"}
+        outcome = verdicts.get(a.outcome, "neutral") if a.outcome else "neutral"
+        url = a.result.url if a.result is not None else a.lease.url
+        self.identities.after(
+            a.job.name, a.route, a.session, url=url, set_cookies=cookies, outcome=outcome
+        )
 
     async def _steps(self, a: Attempt) -> Verdict:
         await self.pace_slot(a)
@@ -150,7 +173,19 @@ class Pipeline:
 
     async def fetch(self, a: Attempt) -> Verdict | None:
         lease = a.lease
+        if lease.route != DIRECT:
+            a.route = a.job.routes.get(lease.route)
+            if a.route is None:  # a fleet's workers must share their [[routes.pool]]
+                log.error("route %s is not configured on this worker", lease.route)
+                return Failure(
+                    lease.ref,
+                    f"route {lease.route} is not configured on this worker",
+                    retry_at=self.clock() + UNKNOWN_ROUTE_WAIT,
+                    count_attempt=False,
+                )
         a.fetcher = a.job.fetchers.for_request(lease.fetcher)
+        if self.identities is not None:
+            a.session = await self.identities.pick(a.job.name, a.route)
         gate = a.job.robots
         request = FetchRequest(
             lease.url,
@@ -316,17 +351,28 @@ class Pipeline:
                 base=self.settings.retry_base,
                 cap=self.settings.retry_cap,
             )
+        proxy = a.error if isinstance(a.error, ProxyError) else None
+        signal = None
+        if proxy is not None:  # the route failed, not the request: no attempt used
+            signal = "refused" if proxy.reason in ("refused", "unreachable") else "error"
+        elif outcome is Outcome.BLOCKED:
+            signal = "block"
+        retry_at = a.decision.retry_at
+        if proxy is not None and retry_at is None:
+            retry_at = self.clock() + self.settings.retry_base  # another route will carry it
         return Failure(
             a.lease.ref,
             error[:1000],
-            retry_at=a.decision.retry_at,
-            dead_reason=a.decision.dead_reason,
+            retry_at=retry_at,
+            dead_reason=None if proxy is not None else a.decision.dead_reason,
             status=status,
             route=a.route.id if a.route is not None else None,
             outcome=outcome,
             latency=a.elapsed if a.result is not None else None,
             retry_after=retry,
             started_at=a.started_at,
+            count_attempt=proxy is None,
+            route_signal=signal,
         )
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from crawlfleet.config import Settings
@@ -22,6 +23,7 @@ from crawlfleet.fetch.base import Fetcher, FetcherPool
 from crawlfleet.fetch.http import FetchSettings, HttpClient, HttpFetcher
 from crawlfleet.fetch.robots import RobotsCache, RobotsGate
 from crawlfleet.frontier.ports import Jobs, Pacing
+from crawlfleet.routes.pools import Route, RoutesConfig
 from crawlfleet.spiders import load_job_spider
 
 __all__ = ["JobContext", "JobContexts", "safe_name"]
@@ -39,6 +41,9 @@ class JobContext:
     warc: WarcWriter
     raw: RawStore
     settings: Settings
+    #: the routes this worker knows, by id (the store hands out ids; the proxy URLs, with their
+    #: credentials, live only in each worker's own configuration)
+    routes: Mapping[str, Route] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -60,12 +65,14 @@ class JobContexts:
         worker_id: str,
         spiders: str | None = None,
         kinds: tuple[str, ...] = ("http",),
+        routes: RoutesConfig | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.worker_id = worker_id
         self.spiders = spiders
         self.kinds = kinds
+        self.routes = {r.id: r for r in routes.routes()} if routes is not None else {}
         self.unloadable: dict[str, str] = {}
         self._loaded: dict[str, JobContext] = {}
         self._loading: dict[str, asyncio.Future[JobContext | None]] = {}
@@ -128,7 +135,7 @@ class JobContexts:
             max_size=s.warc_max_size,
             gzip_level=s.warc_gzip_level,
         )
-        return JobContext(runtime, FetcherPool(fetchers), robots, warc, raw, s)
+        return JobContext(runtime, FetcherPool(fetchers), robots, warc, raw, s, self.routes)
 
     async def raw_store(self, s: Settings) -> RawStore:
         """The raw store ``s`` names, opened once per worker (spiders may name their own)."""

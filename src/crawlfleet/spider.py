@@ -156,6 +156,9 @@ class Spider:
     max_attempts: ClassVar[int] = 5
     allow_private_addresses: ClassVar[bool] = False
     skip_duplicate_content: ClassVar[bool] = False
+    #: the route pools (``[[routes.pool]]`` names) this spider's requests may leave by; None: the
+    #: pools that name its domains or it, else the general ones (see ``crawlfleet.routes.pools``)
+    route_pools: ClassVar[list[str] | None] = None
     # Trap guards; None takes [traps] from crawlfleet.toml (see policy.traps.TrapRules).
     max_depth: ClassVar[int | None] = None
     max_url_length: ClassVar[int | None] = None

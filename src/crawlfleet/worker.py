@@ -32,6 +32,8 @@ from crawlfleet.extract import JobRuntime
 from crawlfleet.frontier.ports import Frontier
 from crawlfleet.jobs import JobContexts
 from crawlfleet.model import KINDS, Completion, Failure, JobState, Lease, LeaseRef
+from crawlfleet.routes.identities import Identities
+from crawlfleet.routes.pools import RoutesConfig
 from crawlfleet.urls import mask_credentials
 
 log = logging.getLogger("crawlfleet.worker")
@@ -79,6 +81,7 @@ class Worker:
         spiders: str | None = None,
         kinds: Sequence[str] = ("http",),
         events: EventBus | None = None,
+        routes: RoutesConfig | None = None,
     ) -> None:
         self.frontier = frontier
         self.settings = settings.check()
@@ -90,9 +93,15 @@ class Worker:
         self.events = events or EventBus()
         self.events.subscribe(metrics.observe)
         self.contexts = JobContexts(
-            frontier, self.settings, worker_id=self.worker_id, spiders=spiders, kinds=self.kinds
+            frontier,
+            self.settings,
+            worker_id=self.worker_id,
+            spiders=spiders,
+            kinds=self.kinds,
+            routes=routes,
         )
-        self.pipeline = Pipeline(self.settings, self.events)
+        self.identities = Identities(frontier, user_agent=self.settings.user_agent, routes=routes)
+        self.pipeline = Pipeline(self.settings, self.events, identities=self.identities)
         self._job_names: tuple[float, list[str]] = (-JOB_LIST_TTL, [])
         self._held: dict[int, Lease] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -326,6 +335,7 @@ class Worker:
     async def _report(self, batch: _Pending) -> None:
         # snapshot durable before ack: a crash after this point refetches, never loses
         await self.contexts.flush()
+        await self.identities.flush()  # cookies learnt, sessions retired: for the whole fleet
         # the slots these requests free are leased again in the same transaction
         ask = 0 if self._stopping.is_set() else min(self._free(), self.settings.lease_batch)
         jobs = await self._lease_jobs() if ask else None

@@ -134,6 +134,14 @@ class Queue(Protocol):
         leased again at once (no timer between the hops of a chain of pages)."""
         ...
 
+    async def load_sessions(self, job: str, key: str) -> list[str]:
+        """The JSON of the job's live sessions of ``key`` (see ``crawlfleet.routes.identities``)."""
+        ...
+
+    async def save_sessions(self, job: str, rows: Sequence[tuple[str, str, str, bool]]) -> None:
+        """Upsert ``(key, session id, JSON, retired)`` rows; retired sessions are deleted."""
+        ...
+
     async def wait_for_work(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for another worker's change that may make work
         leasable (new requests, freed slots, resumed jobs); returns whether one came. A hint:

@@ -713,6 +713,26 @@ class PostgresFrontier:
 
         return await self._run(tx)
 
+    async def load_sessions(self, job: str, key: str) -> list[str]:
+        job_id = await self._job_id(job)
+        rows = await self._run(lambda c: c.fetch(Q["load_sessions"], job_id, key), write=False)
+        return [r[0] for r in rows]
+
+    async def save_sessions(self, job: str, rows: Sequence[tuple[str, str, str, bool]]) -> None:
+        if not rows:
+            return
+        job_id = await self._job_id(job)
+        live = sorted((k, i, d) for k, i, d, retired in rows if not retired)
+        gone = sorted((k, i) for k, i, _, retired in rows if retired)
+
+        async def tx(conn: Conn) -> None:
+            if live:
+                await conn.execute(Q["save_sessions"], job_id, *_columns(live, 3), self.clock())
+            if gone:
+                await conn.execute(Q["drop_sessions"], job_id, *_columns(gone, 2))
+
+        await self._run(tx)
+
     async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
         await self._run(lambda c: self._upsert_domain(c, domain, limits))
         self._known_domains.add(domain)

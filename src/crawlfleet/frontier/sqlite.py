@@ -686,6 +686,26 @@ class SQLiteFrontier:
 
         return await self._run(self._write(tx))
 
+    async def load_sessions(self, job: str, key: str) -> list[str]:
+        job_id = await self._job_id(job)
+        rows = await self._run(lambda db: db.execute(Q["load_sessions"], (job_id, key)).fetchall())
+        return [r[0] for r in rows]
+
+    async def save_sessions(self, job: str, rows: Sequence[tuple[str, str, str, bool]]) -> None:
+        if not rows:
+            return
+        job_id = await self._job_id(job)
+        now = self.clock()
+
+        def tx(db: sqlite3.Connection) -> None:
+            for key, sid, data, retired in rows:
+                if retired:
+                    db.execute(Q["drop_session"], (job_id, key, sid))
+                else:
+                    db.execute(Q["save_session"], (job_id, key, sid, data, now))
+
+        await self._run(self._write(tx))
+
     async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
         def tx(db: sqlite3.Connection) -> None:
             self._upsert_domain(db, domain, limits)

@@ -48,6 +48,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from crawlfleet.errors import ConfigError
+from crawlfleet.model import RoutePlan
 from crawlfleet.urls import mask_credentials
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "load_routes",
     "parse_proxy_url",
     "parse_routes",
+    "route_plans",
     "select_pools",
     "tiers",
 ]
@@ -207,6 +209,40 @@ def select_pools(
     if not chosen_pools:
         raise ConfigError(f"no route pool serves {domain} (spider {spider or '-'})")
     return chosen_pools
+
+
+def route_plans(
+    config: RoutesConfig, *, spider: str | None = None, spider_pools: Sequence[str] | None = None
+) -> tuple[RoutePlan, ...]:
+    """The routes a job may use, as the store keeps them (ids and terms, never proxy URLs).
+
+    A spider's ``route_pools`` names its pools; otherwise every pool that names the spider, or
+    names domains (those serve their domains only), or names neither (those serve the rest).
+    Only ``direct`` and nothing configured: empty (the store gives each domain a direct lane).
+    """
+    if spider_pools:
+        pools = tuple(config.pool(n) for n in spider_pools)
+        general = True
+    else:
+        pools = tuple(p for p in config.pools if not p.spiders or (spider in p.spiders))
+        general = False
+    if all(p.is_direct for p in pools) and not (
+        any(p.domains for p in pools) or any(p.rate or p.concurrency for p in pools)
+    ):
+        return ()
+    return tuple(
+        RoutePlan(
+            id=route.id,
+            pool=pool.name,
+            tier=pool.tier,
+            max_in_flight=pool.concurrency,
+            min_delay=1.0 / pool.rate if pool.rate else 0.0,
+            cost=pool.cost,
+            domains=() if general else pool.domains,
+        )
+        for pool in pools
+        for route in pool.routes
+    )
 
 
 def tiers(pools: Iterable[Pool]) -> list[tuple[int, tuple[Pool, ...]]]:

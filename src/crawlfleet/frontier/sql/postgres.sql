@@ -238,6 +238,32 @@ CREATE TABLE tier_moves (
     why       text NOT NULL
 );
 
+-- name: migration_0009_sessions
+-- Sessions (identities: cookies, user agent, headers, route) held in the store, per job and key
+-- (a sticky route's id, a rotating pool's name, or "direct"), so every worker continues them.
+-- Retired ones are deleted.
+CREATE TABLE sessions (
+    job_id     bigint NOT NULL,
+    key        text NOT NULL,
+    id         text NOT NULL,
+    data       text NOT NULL,
+    updated_at double precision NOT NULL,
+    PRIMARY KEY (job_id, key, id)
+);
+
+-- name: load_sessions
+SELECT data FROM sessions WHERE job_id = $1 AND key = $2;
+
+-- name: save_sessions
+INSERT INTO sessions (job_id, key, id, data, updated_at)
+SELECT $1, u.key, u.id, u.data, $5
+FROM unnest($2::text[], $3::text[], $4::text[]) AS u(key, id, data)
+ON CONFLICT (job_id, key, id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at;
+
+-- name: drop_sessions
+DELETE FROM sessions s USING unnest($2::text[], $3::text[]) AS u(key, id)
+WHERE s.job_id = $1 AND s.key = u.key AND s.id = u.id;
+
 -- name: notify
 -- Idle workers LISTEN instead of polling: a transaction that queued requests, freed slots or
 -- changed what may be leased wakes them when it commits (notifications of one transaction with

@@ -234,6 +234,29 @@ CREATE TABLE tier_moves (
     why       TEXT NOT NULL
 );
 
+-- name: migration_0009_sessions
+-- Schema version 9: sessions (identities: cookies, user agent, headers, route) held in the store,
+-- per job and key (a sticky route's id, a rotating pool's name, or "direct"), so every worker
+-- continues them. Retired ones are deleted.
+CREATE TABLE sessions (
+    job_id     INTEGER NOT NULL,
+    key        TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (job_id, key, id)
+) WITHOUT ROWID;
+
+-- name: load_sessions
+SELECT data FROM sessions WHERE job_id = ? AND key = ?;
+
+-- name: save_session
+INSERT INTO sessions (job_id, key, id, data, updated_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (job_id, key, id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at;
+
+-- name: drop_session
+DELETE FROM sessions WHERE job_id = ? AND key = ? AND id = ?;
+
 -- name: work_changed
 UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'work_version';
 

@@ -1,0 +1,52 @@
+"""Sessions held in the store: a cookie learnt by one worker serves every worker; a blocked
+session is retired and a new one made. Every backend, two workers' views of one store."""
+
+from __future__ import annotations
+
+from tests.conftest import FakeClock
+from tests.contract.test_frontier import job
+from tests.contract.test_frontier_report import _second_view
+
+from crawlfleet.frontier.ports import Frontier
+from crawlfleet.routes.identities import Identities, session_key
+from crawlfleet.routes.pools import Pool, PoolMode, Route, RoutesConfig
+
+STICKY = Pool("res", (Route("res/a", "res", "http://127.0.0.2:3128"),), mode=PoolMode.STICKY)
+ROTATING = Pool("dc", (Route("dc/a", "dc", "http://127.0.0.3:3128"),))
+ROUTES = RoutesConfig((STICKY, ROTATING))
+
+
+def test_session_key__sticky_by_route_rotating_by_pool_direct_alone() -> None:
+    assert session_key(STICKY.routes[0], ROUTES) == "res/a"
+    assert session_key(ROTATING.routes[0], ROUTES) == "dc"
+    assert session_key(None, ROUTES) == "direct"
+
+
+async def test_sessions__a_login_cookie_serves_another_worker_and_a_block_retires_it(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    route = STICKY.routes[0]
+    one = Identities(frontier, user_agent="ua-1", routes=ROUTES, clock=clock)
+    session = await one.pick("j", route)
+    assert session.route_id == "res/a"
+    cookie = "sid=s3ss10n; Path=/; HttpOnly"
+    one.after("j", route, session, url="http://a.test/login", set_cookies=[cookie], outcome="ok")
+    await one.flush()
+
+    other_store = await _second_view(frontier, clock)
+    try:
+        two = Identities(other_store, user_agent="ua-2", routes=ROUTES, clock=clock)
+        continued = await two.pick("j", route)
+        assert continued.id == session.id, "the other worker continues the same identity"
+        assert continued.request_headers("http://a.test/account", clock())["Cookie"] == (
+            "sid=s3ss10n"
+        )
+        two.after("j", route, continued, url="http://a.test/x", set_cookies=[], outcome="blocked")
+        await two.flush()
+        clock.advance(10)  # past the reload interval: the first worker reads the store again
+        fresh = await one.pick("j", route)
+        assert fresh.id != session.id, "the blocked identity is retired, a new one made"
+        assert fresh.cookies == ()
+    finally:
+        await other_store.close()
