@@ -31,6 +31,7 @@ from crawlfleet.fetch.robots import Gate
 from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome
 from crawlfleet.policy.classify import classify, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
+from crawlfleet.policy.traps import url_pattern
 from crawlfleet.response import Response
 from crawlfleet.routes.identities import Identities
 from crawlfleet.routes.pools import DIRECT
@@ -48,6 +49,8 @@ log = logging.getLogger("crawlfleet.worker")
 
 #: seconds before a request of a route this worker does not know is offered again
 UNKNOWN_ROUTE_WAIT = 60.0
+#: bytes of a page looked at for a <script> when deciding whether it needs the browser
+_SCRIPT_SCAN = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,7 @@ class Attempt:
     output: PageOutput | None = None
     decision: RetryDecision | None = None
     response: Response | None = None  # built once: the spider's block test and parse share it
+    learnt: tuple[str, str] | None = None  # a page type's fetcher learnt here (auto)
 
     @property
     def lane(self) -> str:
@@ -138,6 +142,7 @@ class Pipeline:
             or self.snapshot(a)
             or self.classify(a)
             or self.parse(a)
+            or self.learn_fetcher(a)
             or self.done(a)
         )
 
@@ -225,6 +230,15 @@ class Pipeline:
             revisit_of=a.earlier,
             payload_sha1=a.digest,
         )
+        rendered = getattr(result, "rendered_html", None)
+        if isinstance(rendered, str) and rendered:  # what the browser made of it, linked
+            a.job.warc.write_resource(
+                url=result.url,
+                body=rendered.encode("utf-8", "surrogatepass"),
+                content_type="text/html; charset=utf-8; crawlfleet=rendered-dom",
+                fetched_at=self.clock(),
+                concurrent_to=a.warc.record_id,
+            )
         return None
 
     def classify(self, a: Attempt) -> Verdict | None:
@@ -239,13 +253,16 @@ class Pipeline:
         found = classify(
             result.status,
             result.header_map,
-            result.body,
+            self._response(a).body,  # the rendered DOM for a browser fetch
             spider_verdict=verdict,
             attempts=a.lease.attempts,
         )
         a.outcome = found.outcome
         if found.verdict.blocked:
             a.block_reason = found.verdict.reason
+            if found.verdict.reason == "structure:scripts-only" and self._auto_over_http(a):
+                # a shell that scripts fill: for an auto spider, a page for the browser
+                return self._to_browser(a, "a scripted shell over HTTP")
         if found.outcome is Outcome.OK:
             return None
         if found.outcome is Outcome.GONE:
@@ -287,8 +304,47 @@ class Pipeline:
             )
         return None
 
+    def learn_fetcher(self, a: Attempt) -> Verdict | None:
+        """``auto``: a page HTTP gave the spider nothing from (no record, no link) whose scripts
+        build it needs the browser; its page type (domain and URL pattern) is remembered in the
+        store, fleet-wide, and the request goes to a browser worker (no attempt used). An HTTP
+        probe of a page type that needed the browser and now gives output brings it back."""
+        lease, out, result = a.lease, a.output, a.result
+        if lease.fetcher != "auto" or out is None or result is None or a.fetcher is None:
+            return None
+        if a.fetcher.kind != "http":
+            return None
+        rt = a.job.runtime
+        pattern = url_pattern(lease.url)
+        key = (lease.domain, pattern)
+        if out.found == 0 and b"<script" in result.body[:_SCRIPT_SCAN].lower():
+            return self._to_browser(a, "HTTP gave the spider nothing from a scripted page")
+        if rt.page_types.get(key) == "browser":  # the probe worked: HTTP will do again
+            rt.page_types[key] = "http"
+            a.learnt = (pattern, "http")
+        return None
+
     def done(self, a: Attempt) -> Verdict:
         return self._completion(a)
+
+    @staticmethod
+    def _auto_over_http(a: Attempt) -> bool:
+        return a.lease.fetcher == "auto" and a.fetcher is not None and a.fetcher.kind == "http"
+
+    def _to_browser(self, a: Attempt, why: str) -> Failure:
+        """Send an ``auto`` request to the browser, and remember its page type needs it."""
+        pattern = url_pattern(a.lease.url)
+        a.job.runtime.page_types[(a.lease.domain, pattern)] = "browser"
+        a.learnt = (pattern, "browser")
+        a.outcome = None
+        return Failure(
+            a.lease.ref,
+            f"needs the browser: {why}",
+            retry_at=self.clock(),
+            count_attempt=False,
+            refetch_with="browser",
+            page_type=a.learnt,
+        )
 
     # -- verdicts -------------------------------------------------------------------------------
 
@@ -297,11 +353,16 @@ class Pipeline:
             return a.response
         result = a.result
         assert result is not None
+        body, encoding = result.body, None
+        rendered = getattr(result, "rendered_html", None)  # a browser fetch: parse the DOM
+        if isinstance(rendered, str) and rendered:
+            body, encoding = rendered.encode("utf-8", "surrogatepass"), "utf-8"
         a.response = Response(
             result.url,
             result.status,
             result.header_map,
-            result.body,
+            body,
+            encoding=encoding,
             meta=a.lease.meta,
             depth=a.lease.depth,
             request_url=a.lease.url,
@@ -322,6 +383,7 @@ class Pipeline:
             elapsed=a.elapsed or 0.0,
             nbytes=len(result.body),
             started_at=a.started_at,
+            page_type=a.learnt,
         )
 
     def _fail(
@@ -376,6 +438,10 @@ class Pipeline:
         )
 
 
+def _refetch(verdict: Verdict) -> bool:
+    return isinstance(verdict, Failure) and verdict.refetch_with is not None
+
+
 def _event(a: Attempt, verdict: Verdict) -> AttemptEvent:
     result, out = a.result, a.output
     dead = verdict.dead_reason if isinstance(verdict, Failure) else None
@@ -386,7 +452,8 @@ def _event(a: Attempt, verdict: Verdict) -> AttemptEvent:
         lane=a.lane,
         domain=a.lease.domain,
         fetcher=a.fetcher.kind if a.fetcher is not None else "none",
-        outcome=None if isinstance(verdict, GiveBack) else a.outcome or Outcome.OK,
+        # given back, or sent to another fetcher: nothing happened to this attempt's outcome
+        outcome=None if isinstance(verdict, GiveBack) or _refetch(verdict) else a.outcome,
         route=a.route.id if a.route is not None else None,
         status=result.status if result is not None else None,
         error_kind=a.error.kind if a.error is not None else None,
@@ -402,4 +469,5 @@ def _event(a: Attempt, verdict: Verdict) -> AttemptEvent:
         dead_reason=dead,
         attempts=a.lease.attempts,
         block_reason=a.block_reason,
+        escalated=a.learnt[1] if a.learnt else None,
     )

@@ -55,6 +55,8 @@ class AttemptEvent:
     dead_reason: DeadReason | None = None
     attempts: int = 1
     block_reason: str | None = None
+    #: an ``auto`` page type moved to this fetcher here ("browser", or back to "http")
+    escalated: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

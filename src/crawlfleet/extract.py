@@ -31,7 +31,7 @@ from crawlfleet.model import (
     QuarantineRow,
     RecordRow,
 )
-from crawlfleet.policy.traps import TrapRules, check_url
+from crawlfleet.policy.traps import TrapRules, check_url, url_pattern
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import LinkCanonicalizer, canonicalize, fingerprint, host_of, in_scope
@@ -47,6 +47,8 @@ class PageOutput:
     discovered: list[NewRequest] = field(default_factory=list)
     traps: int = 0
     robots_dropped: int = 0
+    #: what the spider got out of the page: items it yielded, and links it found (known or not)
+    found: int = 0
 
 
 class RobotsVerdict(Protocol):
@@ -55,6 +57,8 @@ class RobotsVerdict(Protocol):
 
 #: most link keys remembered as handled before the set starts over (memory bound)
 HANDLED_MAX = 500_000
+#: one in this many new requests of a page type that needs the browser tries HTTP again
+PROBE_EVERY = 16
 #: most archived payloads remembered for WARC revisit records (least recently used go first)
 CAPTURES_MAX = 50_000
 
@@ -144,6 +148,8 @@ class JobRuntime:
         self.seen: set[int] = set()
         self.handled: set[object] = set()  # link keys already judged (see LinkCanonicalizer.key)
         self.captures = Captures()
+        #: the fetcher each page type ``(domain, URL pattern)`` was found to need (``auto``)
+        self.page_types: dict[tuple[str, str], str] = {}
         self.traps = traps or trap_rules(spider_cls)
         self.max_attempts = spider_cls.max_attempts
 
@@ -170,7 +176,7 @@ class JobRuntime:
             meta=req.meta or None,
             method=req.method,
             body=req.body,
-            fetcher=req.fetcher or self.spider_cls.fetcher,
+            fetcher=req.fetcher or self._fetcher_for(canon, fp),
             max_attempts=req.max_attempts,
             trap=trap,
         )
@@ -213,6 +219,18 @@ class JobRuntime:
             return
         out.discovered.append(self._new(req, canon, fp, depth))
 
+    def _fetcher_for(self, url: str, fp: bytes) -> str:
+        """The fetcher of a new request with none of its own: the spider's; for ``auto``, the
+        browser where its page type was found to need it (but for one in ``PROBE_EVERY``, sent
+        to HTTP again to learn whether it still does)."""
+        fetcher = self.spider_cls.fetcher
+        if fetcher != "auto" or not self.page_types:
+            return fetcher
+        needs = self.page_types.get((host_of(url), url_pattern(url)))
+        if needs == "browser" and fp[0] % PROBE_EVERY:
+            return "browser"
+        return fetcher
+
     def unknown_links(self, hrefs: list[str], base: str) -> list[str]:
         """The plain links ``hrefs`` of a page at ``base`` not judged already (sent, or
         dropped: ``link`` would drop them again). ``follow_all`` builds Requests only for these."""
@@ -250,6 +268,7 @@ class JobRuntime:
         position = 0
         try:
             for obj in _iterate(method(response)):
+                out.found += obj is not None
                 if isinstance(obj, Request):
                     self.link(obj, depth + 1, out, robots)
                 elif obj is not None:
@@ -259,6 +278,7 @@ class JobRuntime:
             self._quarantine(invalid_from_exception(exc), page_url, fetched_at, warc, out)
         except Exception as exc:
             raise ParseError(_short_traceback(exc)) from exc
+        out.found += response.links_found
         return out
 
     def _record(

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from crawlfleet.config import Settings
 from crawlfleet.data.rawstore import RawStore, open_raw_store
@@ -77,6 +77,7 @@ class JobContexts:
         self._loaded: dict[str, JobContext] = {}
         self._loading: dict[str, asyncio.Future[JobContext | None]] = {}
         self._raw: dict[str, RawStore] = {}
+        self._browser: Any = None  # the worker's one BrowserPool, started on first use
 
     @property
     def loaded(self) -> list[JobContext]:
@@ -102,7 +103,10 @@ class JobContexts:
                 raise SpiderLoadError(f"job {name!r} disappeared")
             spider_cls = await asyncio.to_thread(load_job_spider, job, self.spiders)
             traps = trap_rules(spider_cls, self.settings)
-            self._loaded[name] = await self._open(JobRuntime(job, spider_cls, traps))
+            runtime = JobRuntime(job, spider_cls, traps)
+            if spider_cls.fetcher == "auto":  # what the fleet learnt, in this and earlier crawls
+                runtime.page_types.update(await self.store.page_types(name))
+            self._loaded[name] = await self._open(runtime)
         except CrawlfleetError as exc:
             self.unloadable[name] = str(exc)
             log.error("cannot run job %s here: %s", name, exc)
@@ -126,6 +130,8 @@ class JobContexts:
         await client.start()
         http = HttpFetcher(client)
         fetchers: list[Fetcher] = [http]
+        if "browser" in self.kinds:
+            fetchers.append(await self._browser_fetcher(fetch_settings))
         robots = None
         if spider.obey_robots:
             cache = RobotsCache(http, user_agent=s.user_agent, error_recheck=s.robots_recheck)
@@ -136,6 +142,18 @@ class JobContexts:
             gzip_level=s.warc_gzip_level,
         )
         return JobContext(runtime, FetcherPool(fetchers), robots, warc, raw, s, self.routes)
+
+    async def _browser_fetcher(self, guard: FetchSettings) -> Fetcher:
+        """A browser fetcher for one job, on the worker's one browser (its own contexts, and
+        its job's address guard). Playwright is imported only by workers that run browsers."""
+        from crawlfleet.fetch.browser import BrowserFetcher, BrowserPool, BrowserSettings
+
+        if self._browser is None:
+            pool = BrowserPool(BrowserSettings())
+            await pool.start()
+            self._browser = pool
+        fetcher: Fetcher = BrowserFetcher(pool=self._browser, guard=guard)
+        return fetcher
 
     async def raw_store(self, s: Settings) -> RawStore:
         """The raw store ``s`` names, opened once per worker (spiders may name their own)."""
@@ -159,6 +177,9 @@ class JobContexts:
             await job.fetchers.close()
             await asyncio.to_thread(job.warc.close)
         self._loaded.clear()
+        if self._browser is not None:  # no Chromium outlives its worker
+            browser, self._browser = self._browser, None
+            await browser.close()
         stores, self._raw = list(self._raw.values()), {}
         for store in stores:
             await asyncio.to_thread(store.close)

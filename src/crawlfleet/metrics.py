@@ -29,6 +29,12 @@ GONE = Counter("crawlfleet_gone", "Final answers (404, 410, ...): done, no data"
 DUPLICATES = Counter(
     "crawlfleet_duplicate_content", "Pages whose bytes were archived before", registry=REGISTRY
 )
+ESCALATIONS = Counter(
+    "crawlfleet_escalations",
+    "Page types of auto spiders moved to a fetcher",
+    ["fetcher"],
+    registry=REGISTRY,
+)
 TRAPS = Counter("crawlfleet_traps", "Links refused by trap guards", registry=REGISTRY)
 FENCED = Counter(
     "crawlfleet_fenced", "Reports refused because the lease was lost", registry=REGISTRY
@@ -67,3 +73,5 @@ def _attempt(e: AttemptEvent) -> None:
         RETRIES.inc()
     if e.dead_reason is not None:
         DEAD.labels(e.dead_reason.value).inc()
+    if e.escalated is not None:
+        ESCALATIONS.labels(e.escalated).inc()

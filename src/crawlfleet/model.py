@@ -254,6 +254,8 @@ class Completion:
     elapsed: float = 0.0  # response time (seconds): the domain's latency
     nbytes: int = 0
     started_at: float | None = None  # when the request was sent (store clock)
+    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser")
+    page_type: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +276,10 @@ class Failure:
     #: what the attempt says of its route, for its breaker ("block", "error", "refused"; None:
     #: nothing, e.g. the origin's own 5xx or timeout)
     route_signal: str | None = None
+    #: fetch it again with this fetcher (an ``auto`` page that needs the browser)
+    refetch_with: str | None = None
+    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser")
+    page_type: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.outcome, str) and not isinstance(self.outcome, Outcome):

@@ -133,6 +133,7 @@ class Response:
         "_declared",
         "_doc",
         "_encoding",
+        "_links_found",
         "_text",
         "_unknown_links",
         "body",
@@ -173,11 +174,18 @@ class Response:
         # (hrefs, base) -> those the crawl has not judged yet: links already judged (a page's
         # menus, mostly) are skipped by follow_all before any Request is built
         self._unknown_links = unknown_links
+        self._links_found = 0
 
     def __repr__(self) -> str:
         from crawlfleet.urls import mask_credentials
 
         return f"<Response {self.status} {mask_credentials(self.url)}>"
+
+    @property
+    def links_found(self) -> int:
+        """Links ``follow_all`` found on this page so far (before leaving out those the crawl
+        judged already): what the page offered, whatever was new."""
+        return self._links_found
 
     # -- decoding ----------------------------------------------------------------------------
 
@@ -296,7 +304,9 @@ class Response:
         if css is not None:
             raws = select(self._document(), css)
             request_kwargs.setdefault("base", self.base_url)
-            return _link_requests(raws, callback, request_kwargs, self._unknown_links)
+            requests, found = _link_requests(raws, callback, request_kwargs, self._unknown_links)
+            self._links_found += found
+            return requests
         hrefs: Iterable[str | None]
         if xpath is not None:
             hrefs = (_href_of(sel, strict=False) for sel in self.xpath(xpath))
@@ -315,7 +325,7 @@ def _link_requests(
     callback: Callback | None,
     kwargs: dict[str, Any],
     unknown: Callable[[list[str], str], list[str]] | None,
-) -> Iterator[Request]:
+) -> tuple[Iterator[Request], int]:
     """Requests straight from lexbor results: the hottest path, so no Selector objects. Of plain
     links (no request options) only those the crawl has not judged yet (``unknown``) become
     Requests: a page's menus repeat on every page, and would otherwise cost a Request each."""
@@ -336,11 +346,12 @@ def _link_requests(
                 href = (raw.attrs.get("href") or "").strip(_HTML_SPACE)
         if href:
             hrefs.append(href)
+    found = len(hrefs)
     if not plain:
-        return (Request(href, callback, **kwargs) for href in hrefs)
+        return (Request(href, callback, **kwargs) for href in hrefs), found
     if unknown is not None:
         hrefs = unknown(hrefs, base)
-    return (Request.link(href, callback, base) for href in hrefs)
+    return (Request.link(href, callback, base) for href in hrefs), found
 
 
 def _hrefs_of(items: Iterable[str | Selector]) -> Iterator[str | None]:

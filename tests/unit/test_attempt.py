@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,66 @@ async def test_robots_gate__disallowed_dead_robots_allowed_fetched(
         assert h.fetcher.calls[1].request.check_hop is not None  # redirects are checked too
     finally:
         h.job.warc.close()
+
+
+JS_PAGE = b"""<html><body><div id="app"></div>
+<script>document.getElementById('app').innerHTML = '<span class="sku">S-9</span>'</script>
+</body></html>"""
+
+
+class AutoShop(Shop):
+    fetcher = "auto"
+
+
+def js_handler(request: FetchRequest) -> FetchResult:
+    if request.url.endswith("/js"):
+        return page(request.url, 200, JS_PAGE)
+    return handler(request)
+
+
+async def test_auto__a_scripted_page_http_gives_nothing_from_goes_to_the_browser(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    h = Harness(tmp_path, clock)
+    try:
+        h.job.runtime = JobRuntime(h.job.runtime.job, AutoShop)
+        h.fetcher.handler = js_handler
+        verdict = await h.pipeline.run(h.job, replace(h.lease("/js"), fetcher="auto"))
+        assert isinstance(verdict, Failure)
+        assert (verdict.refetch_with, verdict.count_attempt) == ("browser", False)
+        assert verdict.page_type == ("shop.test/js", "browser")
+        assert h.job.runtime.page_types[("shop.test", "shop.test/js")] == "browser"
+        assert h.attempts[-1].escalated == "browser"
+        static = await h.pipeline.run(h.job, replace(h.lease("/p/1"), fetcher="auto"))
+        assert isinstance(static, Completion) and static.records, "a static page stays on HTTP"
+    finally:
+        h.job.warc.close()
+
+
+async def test_browser_result__parsed_from_the_rendered_dom_and_archived_beside_it(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    from crawlfleet.fetch.browser.result import BrowserResult
+
+    def rendered(request: FetchRequest) -> FetchResult:
+        base = page(request.url, 200, JS_PAGE)
+        return BrowserResult(**{f: getattr(base, f) for f in ("url", "status", "reason",
+                                "http_version", "headers", "body", "elapsed", "remote_ip",
+                                "request_headers")},
+                             rendered_html='<html><body><span class="sku">S-9</span></body></html>')  # fmt: skip
+
+    h = Harness(tmp_path, clock)
+    try:
+        h.fetcher.handler = rendered
+        verdict = await h.run("/js")
+        assert isinstance(verdict, Completion)
+        assert [r.data for r in verdict.records] == [{"sku": "S-9"}]
+    finally:
+        h.job.warc.close()
+    from warcio.archiveiterator import ArchiveIterator
+
+    kinds = []
+    for path in (tmp_path / "warc").glob("*.warc.gz"):
+        with path.open("rb") as fh:
+            kinds += [r.rec_type for r in ArchiveIterator(fh)]
+    assert kinds.count("resource") == 1 and kinds.count("response") == 1

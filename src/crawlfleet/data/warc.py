@@ -418,6 +418,38 @@ class WarcWriter:
             self._end_file()
         return ref
 
+    def write_resource(
+        self,
+        *,
+        url: str,
+        body: bytes,
+        content_type: str,
+        fetched_at: float,
+        concurrent_to: str | None = None,
+    ) -> WarcRef:
+        """Archive ``body`` as a ``resource`` record (e.g. the DOM a browser rendered from a
+        response), linked to that response record by ``WARC-Concurrent-To``."""
+        self._check()
+        if self._file is None:
+            self._start_file()
+        assert self._file is not None
+        record_id, target = _record_id(), _target_uri(url)
+        fields = [
+            ("WARC-Type", "resource"),
+            ("WARC-Record-ID", record_id),
+            ("WARC-Date", _warc_date(fetched_at)),
+            ("WARC-Target-URI", target),
+            ("WARC-Warcinfo-ID", self._warcinfo_id),
+        ]
+        if concurrent_to:
+            fields.append(("WARC-Concurrent-To", concurrent_to))
+        fields.append(("Content-Type", _clean(content_type)))
+        self._put(_Record(head=_warc_head(fields), block_head=b"", payload=body))
+        ref = WarcRef(self._file, record_id, target, _warc_date(fetched_at))
+        if self._estimated_size() >= self.max_size:
+            self._end_file()
+        return ref
+
     def flush(self) -> None:
         """Block until everything written so far is on disk (and fsynced, if enabled)."""
         self._check()

@@ -156,6 +156,10 @@ class Queue(Protocol):
 class Jobs(Protocol):
     """Crawl jobs: what exists, and whether workers lease it."""
 
+    async def page_types(self, job: str) -> dict[tuple[str, str], str]:
+        """The fetcher each page type ``(domain, URL pattern)`` of the job was found to need."""
+        ...
+
     async def submit_job(self, spec: JobSpec) -> Job:
         """Create the job, or update its spider and settings if it exists (state unchanged)."""
         ...

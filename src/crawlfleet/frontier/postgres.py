@@ -558,6 +558,13 @@ class PostgresFrontier:
             await conn.execute(Q["insert_content"], *_columns(contents, 3))
             await conn.execute(Q["note_duplicates"], *_columns(contents, 3))
         lane_of = {r[0]: (r[2], r[3]) for r in rows}
+        learnt = sorted(
+            (job_of[c.lease.id], lane_of[c.lease.id][0], *c.page_type)
+            for c in done
+            if c.page_type is not None
+        )
+        if learnt:
+            await conn.execute(Q["set_page_types"], now, *_columns(learnt, 4))
         events: dict[tuple[str, str], list[pace.Event]] = {}
         for c in done:
             events.setdefault(lane_of[c.lease.id], []).append(pace.event_of_completion(c))
@@ -652,10 +659,18 @@ class PostgresFrontier:
             [f.outcome_name for f in ordered],
             [f.route for f in ordered],
             [f.count_attempt for f in ordered],
+            [f.refetch_with for f in ordered],
         )
         by_id = {f.lease.id: f for f in ordered}
         now = self.clock()
         rows = await conn.fetch(Q["fail"], now, *args)
+        learnt = [
+            (r[3], r[1], *by_id[r[0]].page_type)  # type: ignore[misc]
+            for r in rows
+            if by_id[r[0]].page_type is not None
+        ]
+        if learnt:
+            await conn.execute(Q["set_page_types"], now, *_columns(sorted(learnt), 4))
         events: dict[tuple[str, str], list[pace.Event]] = {}
         for r in sorted(rows, key=lambda r: r[0]):
             events.setdefault((r[1], r[2]), []).append(pace.event_of_failure(by_id[r[0]]))
@@ -712,6 +727,11 @@ class PostgresFrontier:
             return {r[0] for r in rows}
 
         return await self._run(tx)
+
+    async def page_types(self, job: str) -> dict[tuple[str, str], str]:
+        job_id = await self._job_id(job)
+        rows = await self._run(lambda c: c.fetch(Q["page_types"], job_id), write=False)
+        return {(d, p): f for d, p, f in rows}
 
     async def load_sessions(self, job: str, key: str) -> list[str]:
         job_id = await self._job_id(job)

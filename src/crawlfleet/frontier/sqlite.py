@@ -478,6 +478,7 @@ class SQLiteFrontier:
             rid: (tok, job_id, (dom, route or "direct"))
             for rid, tok, job_id, dom, route in db.execute(Q["held"], (ids,))
         }
+        page_types = []
         done = []
         events: dict[tuple[str, str], list[pace.Event]] = {}
         for c in items:
@@ -486,6 +487,8 @@ class SQLiteFrontier:
                 continue  # fenced: the lease was lost, nothing this holder sent is written
             _, job_id, lane = h
             accepted.add(c.lease.id)
+            if c.page_type is not None:
+                page_types.append((job_id, lane[0], *c.page_type, now))
             done.append((c.status, now, c.lease.id))
             freed[lane] += 1
             events.setdefault(lane, []).append(pace.event_of_completion(c))
@@ -500,6 +503,7 @@ class SQLiteFrontier:
         db.executemany(Q["insert_quarantine"], quarantined)
         db.executemany(Q["insert_content"], contents)
         db.executemany(Q["note_duplicate"], contents)
+        db.executemany(Q["set_page_type"], page_types)
         for job_id, reqs in discovered.items():
             self._enqueue(db, job_id, reqs)
         self._pace(db, now, freed, events)
@@ -598,11 +602,14 @@ class SQLiteFrontier:
                     "id": f.lease.id,
                     "token": f.lease.token,
                     "counted": int(f.count_attempt),
+                    "refetch": f.refetch_with,
                 },
             ).fetchone()
             if row is None:
                 continue
-            domain, attempts, route = row
+            domain, attempts, route, job_id = row
+            if f.page_type is not None:
+                db.execute(Q["set_page_type"], (job_id, domain, *f.page_type, now))
             lane = (domain, route or "direct")
             accepted.add(f.lease.id)
             freed[lane] += 1
@@ -685,6 +692,11 @@ class SQLiteFrontier:
             return accepted
 
         return await self._run(self._write(tx))
+
+    async def page_types(self, job: str) -> dict[tuple[str, str], str]:
+        job_id = await self._job_id(job)
+        rows = await self._run(lambda db: db.execute(Q["page_types"], (job_id,)).fetchall())
+        return {(d, p): f for d, p, f in rows}
 
     async def load_sessions(self, job: str, key: str) -> list[str]:
         job_id = await self._job_id(job)

@@ -264,6 +264,28 @@ ON CONFLICT (job_id, key, id) DO UPDATE SET data = excluded.data, updated_at = e
 DELETE FROM sessions s USING unnest($2::text[], $3::text[]) AS u(key, id)
 WHERE s.job_id = $1 AND s.key = u.key AND s.id = u.id;
 
+-- name: migration_0010_page_types
+-- Which fetcher a page type (a domain's URL pattern) needs, learnt by "auto" spiders (the
+-- browser where HTTP gives nothing the spider can use), remembered fleet-wide and across crawls.
+CREATE TABLE page_types (
+    job_id     bigint NOT NULL,
+    domain     text NOT NULL,
+    pattern    text NOT NULL,
+    fetcher    text NOT NULL,
+    decided_at double precision NOT NULL,
+    PRIMARY KEY (job_id, domain, pattern)
+);
+
+-- name: page_types
+SELECT domain, pattern, fetcher FROM page_types WHERE job_id = $1;
+
+-- name: set_page_types
+INSERT INTO page_types (job_id, domain, pattern, fetcher, decided_at)
+SELECT u.job_id, u.domain, u.pattern, u.fetcher, $1
+FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(job_id, domain, pattern, fetcher)
+ON CONFLICT (job_id, domain, pattern) DO UPDATE SET
+    fetcher = excluded.fetcher, decided_at = excluded.decided_at;
+
 -- name: notify
 -- Idle workers LISTEN instead of polling: a transaction that queued requests, freed slots or
 -- changed what may be leased wakes them when it commits (notifications of one transaction with
@@ -717,19 +739,20 @@ WITH failed AS (
         last_error = u.error,
         status = u.status,
         finished_at = CASE WHEN u.retry_at IS NULL THEN $1::float8 END,
-        lease_owner = NULL
+        lease_owner = NULL,
+        fetcher = coalesce(u.refetch, r.fetcher)
     FROM unnest($2::bigint[], $3::bigint[], $4::float8[], $5::text[], $6::text[], $7::int[],
-                $8::text[], $9::text[], $10::bool[])
-         AS u(id, token, retry_at, dead_reason, error, status, outcome, route, counted)
+                $8::text[], $9::text[], $10::bool[], $11::text[])
+         AS u(id, token, retry_at, dead_reason, error, status, outcome, route, counted, refetch)
     WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
-    RETURNING r.id, r.domain, r.attempts + CASE WHEN u.counted THEN 0 ELSE 1 END AS n,
+    RETURNING r.id, r.domain, r.job_id, r.attempts + CASE WHEN u.counted THEN 0 ELSE 1 END AS n,
               u.outcome, u.status, u.error, coalesce(u.route, r.lease_route) AS route,
               coalesce(r.lease_route, 'direct') AS lane_route
 ), history AS (
     INSERT INTO attempts (request_id, n, at, outcome, status, error, route)
     SELECT id, n, $1::float8, outcome, status, error, route FROM failed
 )
-SELECT id, domain, lane_route FROM failed;
+SELECT id, domain, lane_route, job_id FROM failed;
 
 -- name: release
 UPDATE requests r SET

@@ -257,6 +257,27 @@ ON CONFLICT (job_id, key, id) DO UPDATE SET data = excluded.data, updated_at = e
 -- name: drop_session
 DELETE FROM sessions WHERE job_id = ? AND key = ? AND id = ?;
 
+-- name: migration_0010_page_types
+-- Schema version 10: which fetcher a page type (a domain's URL pattern) needs, learnt by "auto"
+-- spiders (the browser where HTTP gives nothing the spider can use), remembered fleet-wide and
+-- across crawls of the job.
+CREATE TABLE page_types (
+    job_id     INTEGER NOT NULL,
+    domain     TEXT NOT NULL,
+    pattern    TEXT NOT NULL,
+    fetcher    TEXT NOT NULL,
+    decided_at REAL NOT NULL,
+    PRIMARY KEY (job_id, domain, pattern)
+) WITHOUT ROWID;
+
+-- name: page_types
+SELECT domain, pattern, fetcher FROM page_types WHERE job_id = ?;
+
+-- name: set_page_type
+INSERT INTO page_types (job_id, domain, pattern, fetcher, decided_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (job_id, domain, pattern) DO UPDATE SET
+    fetcher = excluded.fetcher, decided_at = excluded.decided_at;
+
 -- name: work_changed
 UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'work_version';
 
@@ -551,9 +572,10 @@ UPDATE requests SET
     last_error = :error,
     status = :status,
     finished_at = CASE WHEN :retry_at IS NULL THEN :now ELSE NULL END,
-    lease_owner = NULL
+    lease_owner = NULL,
+    fetcher = coalesce(:refetch, fetcher)
 WHERE id = :id AND lease_token = :token AND state = 'leased'
-RETURNING domain, attempts, lease_route;
+RETURNING domain, attempts, lease_route, job_id;
 
 -- name: release
 UPDATE requests SET state = 'queued', attempts = attempts - 1, ready_at = ?, lease_owner = NULL
