@@ -245,12 +245,13 @@ async def test_browser_result__parsed_from_the_rendered_dom_and_archived_beside_
 ) -> None:
     from crawlfleet.fetch.browser.result import BrowserResult
 
+    fields = ("url", "status", "reason", "http_version", "headers", "body", "elapsed")
+    dom = '<html><body><span class="sku">S-9</span></body></html>'
+
     def rendered(request: FetchRequest) -> FetchResult:
         base = page(request.url, 200, JS_PAGE)
-        return BrowserResult(**{f: getattr(base, f) for f in ("url", "status", "reason",
-                                "http_version", "headers", "body", "elapsed", "remote_ip",
-                                "request_headers")},
-                             rendered_html='<html><body><span class="sku">S-9</span></body></html>')  # fmt: skip
+        copied = {f: getattr(base, f) for f in (*fields, "remote_ip", "request_headers")}
+        return BrowserResult(**copied, rendered_html=dom)
 
     h = Harness(tmp_path, clock)
     try:
