@@ -24,13 +24,18 @@
     base = 2.0                # first backoff, doubled per attempt, with jitter
     cap = 600.0
 
-    [pacing]                  # adaptive per-domain pacing, applied by the store (all optional)
+    [pacing]                  # adaptive pacing of each lane (domain), applied by the store
     max_delay = 60.0          # slowest pace (seconds between request starts) push-back can set
-    slowdown_factor = 2.0     # delay multiplier on 429/503/block pages
-    recover_factor = 0.9      # delay multiplier per healthy response
-    recover_every = 10        # healthy responses per +1 in concurrency
-    limit_fraction = 0.5      # after push-back, recover up to this share of the accepted rate
-    limit_hold = 600.0        # seconds that ceiling holds without further push-back
+    pushback_share = 0.25     # share of push-back (429/503/blocks/no answer) among recent ...
+    pushback_window = 25      # ... responses (EWMA) that slows a lane down; a lone 503 does not
+    slowdown_factor = 2.0     # delay multiplier when it does
+    recover_factor = 0.5      # delay multiplier per second without push-back
+    recover_every = 1.0       # seconds per doubling of concurrency while healthy
+    start_concurrency = 2     # a new lane's width; it doubles from there
+    limit_fraction = 0.85     # after a 429, go on at this share of the rate it accepted ...
+    probe = 0.02              # ... and probe upward by this fraction a second
+    limit_hold = 600.0        # seconds the 429 ceiling holds without further push-back
+    latency_ratio = 1.5       # typical latency past this x the lane's unloaded one is load
     crawl_delay_cap = 30.0    # robots.txt Crawl-delay is a delay floor, capped here
     retry_after_cap = 3600.0
     circuit_threshold = 5     # failures in a row (no response or 5xx) that close a host ...
@@ -126,12 +131,9 @@ class Settings:
         """The ``[pacing]`` section as the store applies it (per-domain limits come from rows)."""
         values: dict[str, Any] = {k: v for k, v in self.pacing.items() if k != "robots_recheck"}
         try:
-            config = PacingConfig(**values)
-        except TypeError as exc:
+            return PacingConfig(**values)
+        except (TypeError, ValueError) as exc:
             raise ConfigError(f"[pacing]: {exc}") from None
-        if config.limit_fraction <= 0 or config.limit_fraction > 1 or config.rate_window <= 0:
-            raise ConfigError("[pacing]: limit_fraction must be in (0, 1], rate_window > 0")
-        return config
 
     def trap_rules(self, **spider: int | None) -> TrapRules:
         """The ``[traps]`` section, overridden by a spider's own (not None) attributes."""

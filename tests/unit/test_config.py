@@ -55,3 +55,19 @@ def test_for_spider__a_spider_cannot_outlast_its_lease_through_custom_settings()
     assert base.for_spider({"fetch_timeout": 45, "DOWNLOAD_DELAY": 1}, "shop").fetch_timeout == 45
     with pytest.raises(ConfigError, match=r"^spider shop: lease_ttl"):
         base.for_spider({"fetch_timeout": 90}, "shop")
+
+
+def test_pacing__the_documented_keys_load_and_bad_values_are_one_clear_error(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "crawlfleet.toml"
+    config.write_text(
+        "[pacing]\nmax_delay = 30.0\nslowdown_factor = 3.0\nrecover_factor = 0.9\n"
+        "recover_every = 10\nlimit_fraction = 0.5\nlimit_hold = 60.0\ncrawl_delay_cap = 5.0\n"
+        "circuit_threshold = 3\nrobots_recheck = 2.0\npushback_share = 0.3\n"
+    )
+    pacing = load_settings(config).pacing_config()
+    assert (pacing.max_delay, pacing.recover_every, pacing.pushback_share) == (30.0, 10, 0.3)
+    config.write_text("[pacing]\nrecover_factor = 1.5\n")
+    with pytest.raises(ConfigError, match=r"\[pacing\]: recover_factor must be in \(0, 1\)"):
+        load_settings(config).check()

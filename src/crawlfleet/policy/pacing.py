@@ -1,47 +1,95 @@
-"""Adaptive per-domain (or per domain and route) pacing: how fast and how wide to crawl a host.
+"""Adaptive pacing of a *lane*: how fast (``delay``) and how wide (``concurrency``) to crawl it.
 
-The rule is AIMD, as in TCP: slow down multiplicatively at the first sign of pressure (429, 503,
-blocks, latency rising), recover additively while the host is healthy. As in TCP, one slow-down
-per round trip: the responses to requests that started before the last slow-down were already
-answered by it, so a burst of 429s halves the pace once, not fifty times.
+A lane is the unit of pacing (today a domain; later a domain and a route). Nothing here depends
+on what the key is: the store keeps one :class:`PacingState` per lane and folds every attempt into
+it with :func:`update`, the clock passed in. The controller tells load from noise:
 
-A 429 (the host's own word that it gets too many requests) also teaches a ceiling: the rate of
-healthy responses just before it (a decaying count, ``ok_rate``) is about what the host accepts,
-so recovery stops at ``limit_fraction`` of that rate until ``limit_hold`` seconds pass without
-another push-back. Without it a host that allows N requests a second would be pushed over N
-again at every recovery.
+* **The rate of push-back, not single events.** 429s, 502/503/504s, block pages and requests that
+  got no response at all are push-back. Their share among the lane's recent responses (an EWMA
+  over about ``pushback_window`` responses) must pass ``pushback_share`` before the lane slows
+  down; then the delay grows ``slowdown_factor`` times (from at least the spacing of the lane's
+  recent healthy responses), the concurrency narrows by ``window_factor``, and the share starts
+  again from zero: the next slow-down needs new evidence, from requests sent after this one took
+  effect. A few percent of random 503s, cut connections and slow pages change nothing.
+* **A 429 is a hard signal.** It holds the lane for its ``Retry-After`` (or one new delay) and
+  teaches a ceiling, ``limit_delay``: one over the rate of healthy responses in the
+  ``rate_window`` seconds before it, which is about what the host accepts. The lane resumes at
+  ``limit_fraction`` of that rate and probes upward by ``probe`` (a fraction a second); the next
+  429 teaches again (one 429 at most halves the ceiling). Without push-back for ``limit_hold``
+  seconds the ceiling is forgotten. As in TCP, one slow-down per round trip: push-back to
+  requests sent before the last slow-down (or during its hold) was answered by it.
+* **Retry-After holds the lane** on a 429, when no response came (the worker postponing a host
+  whose robots.txt is unreachable), and on other push-back while push-back is the rule (share
+  above ``pushback_share``). A lone 503 with ``Retry-After`` holds its own request (the retry
+  policy honours it), not the lane.
+* **Latency against the lane's own baseline.** The baseline is the lowest healthy latency seen,
+  forgotten slowly (it may double every ``baseline_drift`` seconds), so it is the lane's unloaded
+  latency; the typical latency is a running median of healthy latencies (a slow page is an
+  outlier, not load, and moves it no more than any page a little slower than usual). When the
+  typical latency is more than
+  ``latency_ratio`` times the baseline and ``latency_slack`` seconds above it, the concurrency
+  narrows in proportion, at most once per round trip; it grows again only below the middle of
+  that band. A host whose latency grows with load settles near ``latency_ratio`` times its
+  unloaded latency (within 2x with the defaults).
+* **Recovery per unit of time, not per response.** While responses are healthy the delay shrinks
+  by ``recover_factor`` a second (to ``limit_fraction`` of a learned ceiling, then by ``probe``),
+  and the concurrency doubles every ``recover_every`` seconds up to its maximum. A lane left at
+  delay ``d`` by push-back that stopped is back to full pace within about
+  ``d + log(d / snap) / log(1 / recover_factor)`` seconds (the first request after the push-back
+  starts within ``d``; with the defaults, from the 60 s maximum: a minute and a round trip),
+  its concurrency within ``recover_every * log2(max / min)`` seconds (5 s from 1 to 32).
+* **The host circuit.** A host that fails every request (no response or 5xx,
+  ``circuit_threshold`` in a row) is closed as a whole for ``circuit_base`` seconds, doubling
+  with each further opening up to ``circuit_cap``, and reopened one request at a time.
 
-A host that fails every request (no response, or 5xx) is closed as a whole for an exponentially
-growing time (a host circuit) and reopened one request at a time, so dead hosts do not eat
-attempts. Pure: the store keeps a :class:`PacingState` per domain and applies :func:`update` to
-it after every attempt, with the clock passed in.
+A fresh lane starts at ``start_concurrency`` requests in flight (one with a robots.txt
+Crawl-delay) and widens from there, so that its first contact with a rate limit costs a couple of
+429s, not a full window of them.
+
+Pure and quick (a few µs an update): the store runs it for every completed request, inside the
+complete/fail transaction. Every field of :class:`PacingState` is a JSON scalar.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from crawlfleet.policy.classify import Outcome
 
 __all__ = ["PacingConfig", "PacingState", "initial", "update"]
 
+#: statuses that say "not now" about the host (its gateway, its capacity), not about the request
+PUSH_BACK_STATUSES = frozenset({429, 502, 503, 504})
+
 
 @dataclass(frozen=True, slots=True)
 class PacingState:
-    """Where a domain's pacing stands.
+    """Where a lane's pacing stands. Every field is a JSON scalar.
 
-    ``delay``: least seconds between request starts. ``concurrency``: most requests in flight.
-    ``ewma_latency``: smoothed response time (None before the first response).
-    ``blocked_until``: no request starts before this epoch time (Retry-After, host circuit).
-    ``errors_in_row``: transport failures (no response at all) since the last response.
-    ``ok_in_row``: healthy responses since the last step up in concurrency or slow-down.
-    ``floor``: the least ``delay`` this domain allows (robots.txt Crawl-delay, capped).
-    ``slowed_at``: when the domain last slowed down on push-back or tripped its circuit.
-    ``limit_delay``: the least ``delay`` learned from push-back (0: none), held for
-    ``limit_hold`` seconds after ``slowed_at``.
+    The store reads four of them at lease time: ``delay`` (least seconds between request starts),
+    ``concurrency`` (most requests in flight), ``blocked_until`` (no request starts before this
+    epoch time: Retry-After, host circuit) and ``floor`` (the least ``delay`` the lane allows:
+    robots.txt Crawl-delay, capped). The others are the controller's memory:
+
+    ``ewma_latency``: typical latency of healthy responses, a running median (None before the
+    first).
+    ``errors_in_row``: failures in a row (no response, or 5xx), for the host circuit.
+    ``ok_in_row``: healthy answers since the last response that was not one.
+    ``slowed_at``: requests started before this were answered by the last slow-down or circuit
+    opening (it is when the new pace took effect: after the hold).
+    ``limit_delay``: one over the rate a 429 showed the lane accepts (0: none learned).
     ``ok_rate`` / ``rate_at``: healthy responses per second (decaying), as of ``rate_at``.
     ``trips``: host circuit openings since the last response that was not a 5xx.
+    ``window``: the concurrency before rounding (it grows and narrows by fractions).
+    ``share``: push-back share among recent responses (EWMA).
+    ``base_latency``: the lane's unloaded latency: the lowest healthy latency, forgotten slowly.
+    ``shrunk_at``: when latency last narrowed the window (requests sent before do not again).
+    ``probe_from``: a baseline probe is on: the first request started from then runs alone and
+    its latency is the new baseline (0: none). ``probed_at``: when the last probe ended.
+    ``burst_rate``: healthy responses per second over the last few round trips, as of
+    ``rate_at``.
     """
 
     delay: float
@@ -56,33 +104,51 @@ class PacingState:
     ok_rate: float = 0.0
     rate_at: float = 0.0
     trips: int = 0
+    window: float = 0.0
+    share: float = 0.0
+    base_latency: float | None = None
+    shrunk_at: float = 0.0
+    probe_from: float = 0.0
+    probed_at: float = 0.0
+    burst_rate: float = 0.0
 
 
 @dataclass(frozen=True)
 class PacingConfig:
-    """Bounds and rates of adaptation; the defaults suit most sites."""
+    """Bounds and rates of adaptation; the defaults suit most sites (``[pacing]`` in
+    crawlfleet.toml sets any field but ``min_delay`` and ``max_concurrency``, which come from the
+    lane's limits). Raises ``ValueError`` for values outside their range."""
 
     min_delay: float = 0.0
     max_delay: float = 60.0
     max_concurrency: int = 8
     min_concurrency: int = 1
+    start_concurrency: int = 2
     crawl_delay_cap: float = 30.0
-    # Slow-down on 429/503/blocks: delay = max(delay, slowdown_floor) * slowdown_factor.
-    slowdown_floor: float = 0.25
+    # Push-back share among recent responses (EWMA over pushback_window responses) that slows
+    # the lane down: delay x slowdown_factor, concurrency x window_factor.
+    pushback_window: int = 25
+    pushback_share: float = 0.25
     slowdown_factor: float = 2.0
-    # Rising latency (above latency_ratio x EWMA): a gentler slow-down, from latency_floor.
-    latency_ratio: float = 2.0
-    latency_factor: float = 1.25
-    latency_floor: float = 0.1
-    # Responses faster than this never count as rising latency: at millisecond scale a 2x jump
-    # is noise (a GC pause, a busy loop), not a host struggling.
-    latency_min: float = 0.25
-    ewma_alpha: float = 0.2
-    # Recovery: delay x recover_factor per healthy response, concurrency +1 every recover_every.
-    recover_factor: float = 0.9
-    recover_every: int = 10
-    # A delay this close to the floor snaps to it (x0.9 would otherwise never reach 0).
-    snap: float = 0.01
+    window_factor: float = 0.75
+    # A slow-down with no healthy rate to start from: delay at least this, times slowdown_factor.
+    slowdown_floor: float = 0.25
+    # Latency: typical (a running median, moving by latency_step in log terms a response)
+    # against the baseline (the lowest, measured again every probe_every seconds while
+    # latency steers the pace).
+    # Load: typical above latency_ratio x baseline, the excess (x the healthy rate) showing
+    # more than queue_high requests waiting.
+    latency_step: float = 0.1
+    probe_every: float = 10.0
+    latency_ratio: float = 1.5
+    queue_high: float = 1.0
+    # Load seen: the rate goes to latency_backoff of the healthy rate, once per round trip.
+    latency_backoff: float = 0.9
+    # Recovery per second while healthy: delay x recover_factor; concurrency doubles every
+    # recover_every seconds. A delay within snap of the floor snaps to it.
+    recover_factor: float = 0.5
+    recover_every: float = 1.0
+    snap: float = 0.001
     retry_after_cap: float = 3600.0
     # Host circuit: after circuit_threshold failures in a row (no response, or 5xx) the host is
     # closed for circuit_base seconds, doubling with each further opening, up to circuit_cap,
@@ -90,84 +156,65 @@ class PacingConfig:
     circuit_threshold: int = 5
     circuit_base: float = 30.0
     circuit_cap: float = 3600.0
-    # The ceiling a push-back teaches: limit_fraction of the healthy-response rate before it
-    # (measured over about rate_window seconds), held limit_hold seconds after the last one.
-    limit_fraction: float = 0.5
+    # The ceiling a 429 teaches: the healthy rate over rate_window seconds before it; the lane
+    # resumes at limit_fraction of it, probes upward by probe a second but at most probe_step
+    # a response (so a probe cycle is ~400 requests at the least), forgets it after
+    # limit_hold seconds without a 429.
+    limit_fraction: float = 0.85
+    probe: float = 0.02
+    probe_step: float = 0.0004
     limit_hold: float = 600.0
     rate_window: float = 1.0
+    # How far ahead the store hands out start slots (its lease horizon): answers to requests
+    # leased before a change may keep coming that long after it, and are no news about it.
+    lease_horizon: float = 2.0
+
+    def __post_init__(self) -> None:
+        checks = {
+            "limit_fraction must be in (0, 1]": 0 < self.limit_fraction <= 1,
+            "pushback_share must be in (0, 1)": 0 < self.pushback_share < 1,
+            "recover_factor must be in (0, 1)": 0 < self.recover_factor < 1,
+            "window_factor must be in (0, 1]": 0 < self.window_factor <= 1,
+            "latency_backoff must be in (0, 1)": 0 < self.latency_backoff < 1,
+            "latency_step must be in (0, 1]": 0 < self.latency_step <= 1,
+            "slowdown_factor must be >= 1": self.slowdown_factor >= 1,
+            "latency_ratio must be > 1": self.latency_ratio > 1,
+            "min_concurrency must be between 1 and max_concurrency": (
+                1 <= self.min_concurrency <= self.max_concurrency
+            ),
+            "windows and times must be > 0": min(
+                self.rate_window,
+                self.recover_every,
+                self.probe_every,
+                self.pushback_window,
+                self.max_delay,
+                self.lease_horizon,
+            )
+            > 0,
+            "probe, probe_step, snap, queue_high, slowdown_floor must be >= 0": min(
+                self.probe, self.probe_step, self.snap, self.queue_high, self.slowdown_floor
+            )
+            >= 0,
+        }
+        failed = [why for why, ok in checks.items() if not ok]
+        if failed:
+            raise ValueError("; ".join(failed))
+
+
+#: the PacingState field names, for stores that keep the state as one document
+STATE_FIELDS = tuple(f.name for f in fields(PacingState))
 
 
 def initial(config: PacingConfig, crawl_delay: float | None = None) -> PacingState:
-    """Pacing for a domain not seen before. A robots.txt ``Crawl-delay`` (capped at
-    ``crawl_delay_cap``) becomes the domain's delay floor and starts it at one request at a time.
-    """
+    """Pacing for a lane not seen before: ``start_concurrency`` in flight, no delay beyond
+    ``min_delay``. A robots.txt ``Crawl-delay`` (capped at ``crawl_delay_cap``) becomes the
+    lane's delay floor and starts it at ``min_concurrency``."""
     floor = config.min_delay
-    concurrency = config.max_concurrency
+    width = max(config.min_concurrency, min(config.start_concurrency, config.max_concurrency))
     if crawl_delay is not None and crawl_delay > 0:
         floor = max(floor, min(crawl_delay, config.crawl_delay_cap))
-        concurrency = config.min_concurrency
-    return PacingState(floor, concurrency, None, 0.0, 0, 0, floor)
-
-
-def _least_delay(state: PacingState, config: PacingConfig) -> float:
-    return max(config.min_delay, state.floor, state.limit_delay)
-
-
-def _clamp_delay(delay: float, state: PacingState, config: PacingConfig) -> float:
-    floor = _least_delay(state, config)
-    return min(max(delay, floor), max(config.max_delay, floor))
-
-
-def _decayed_rate(state: PacingState, config: PacingConfig, now: float) -> float:
-    if state.ok_rate <= 0.0:
-        return 0.0
-    return state.ok_rate * math.exp(-max(0.0, now - state.rate_at) / config.rate_window)
-
-
-def _slow_down(state: PacingState, config: PacingConfig, now: float, learn: bool) -> PacingState:
-    accepted = _decayed_rate(state, config, now)
-    limit = state.limit_delay
-    if learn and accepted > 0.0:  # 503s and block pages say "not now", not "slower than this"
-        limit = max(limit, 1.0 / (accepted * config.limit_fraction))
-    state = replace(state, limit_delay=min(limit, config.max_delay), slowed_at=now)
-    delay = _clamp_delay(
-        max(state.delay, config.slowdown_floor) * config.slowdown_factor, state, config
-    )
-    return replace(
-        state,
-        delay=delay,
-        concurrency=max(config.min_concurrency, state.concurrency // 2),
-        ok_in_row=0,
-        # never answered at once: nothing starts before one new delay has passed
-        blocked_until=max(state.blocked_until, now + delay),
-    )
-
-
-def _host_failure(
-    state: PacingState, config: PacingConfig, now: float, started: float
-) -> PacingState:
-    """No response, or a 5xx: one more failure in a row; enough of them open the circuit."""
-    errors = state.errors_in_row + 1
-    state = replace(state, errors_in_row=errors, ok_in_row=0)
-    if errors < config.circuit_threshold or started < state.slowed_at:
-        return state  # not yet, or a request sent before the circuit last opened
-    exponent = min(state.trips, 62)
-    pause = min(config.circuit_cap, config.circuit_base * math.ldexp(1.0, exponent))
-    return replace(
-        state,
-        blocked_until=max(state.blocked_until, now + pause),
-        slowed_at=now,
-        trips=state.trips + 1,
-        concurrency=config.min_concurrency,  # reopen with one probe at a time
-    )
-
-
-def _with_latency(state: PacingState, config: PacingConfig, latency: float | None) -> PacingState:
-    if latency is None:
-        return state
-    old = state.ewma_latency
-    ewma = latency if old is None else config.ewma_alpha * latency + (1 - config.ewma_alpha) * old
-    return replace(state, ewma_latency=ewma)
+        width = config.min_concurrency
+    return PacingState(floor, width, None, 0.0, 0, floor=floor, window=float(width))
 
 
 def update(
@@ -181,95 +228,281 @@ def update(
     retry_after: float | None,
     started: float | None = None,
 ) -> PacingState:
-    """The domain's pacing after one attempt.
+    """The lane's pacing after one attempt.
 
     ``status`` is None when no response arrived (timeout, connection error); ``latency`` is the
     response time in seconds, when there was one; ``retry_after`` the parsed Retry-After in
-    seconds (it closes the domain until ``now + retry_after``, capped). ``started`` is when the
-    request was sent (default ``now``): push-back and failures of requests sent before the last
-    slow-down or circuit opening were already answered by it and do not compound.
+    seconds (capped at ``retry_after_cap``; see the module docstring for when it holds the
+    lane). ``started`` is when the request was sent (default ``now``): responses to requests
+    sent before the last slow-down took effect were answered by it and do not count again.
     """
     started = now if started is None else started
-    if retry_after is not None:
+    if status is None and outcome is not Outcome.RETRYABLE_ERROR:
+        # no response and nothing learned about the host (robots refusal, trap, refused
+        # address), unless the worker postpones the whole host (robots.txt unreachable)
+        if retry_after is None:
+            return state
         until = now + min(max(retry_after, 0.0), config.retry_after_cap)
-        state = replace(state, blocked_until=max(state.blocked_until, until))
-    if status is None:
-        if outcome is Outcome.RETRYABLE_ERROR:
-            return _host_failure(state, config, now, started)
-        return state  # no response and nothing to learn (robots, trap, refused address)
-    if outcome is Outcome.OK and status < 500:
-        return _healthy(state, config, now, latency)
-    # A response arrived: the host is alive, though a 5xx says it is not well.
-    state = _with_latency(state, config, latency)
-    if status >= 500:
-        state = _host_failure(state, config, now, started)
-    else:
-        state = replace(state, errors_in_row=0, trips=0)
-    if outcome is Outcome.BLOCKED or status in (429, 503):
-        if started < state.slowed_at:
-            return replace(state, ok_in_row=0)  # already slowed down for this one
-        return _slow_down(state, config, now, learn=status == 429)
-    if outcome is Outcome.RETRYABLE_ERROR:  # 500, 502, 504: not healthy, not push-back either
-        return replace(state, ok_in_row=0)
-    return state  # a 404 says nothing about the host's load
+        return _with(state, blocked_until=max(state.blocked_until, until))
+    pushback = status is None or status in PUSH_BACK_STATUSES or outcome is Outcome.BLOCKED
+    if not pushback and status is not None and status < 500:
+        return _answered(state, config, now, outcome is Outcome.OK, latency, started)
+    return _troubled(state, config, now, status, pushback, retry_after, started)
 
 
-def _healthy(
-    state: PacingState, config: PacingConfig, now: float, latency: float | None
+def _with(state: PacingState, **changes: Any) -> PacingState:
+    return replace(state, **changes)
+
+
+def _decayed_rate(state: PacingState, config: PacingConfig, now: float) -> float:
+    if state.ok_rate <= 0.0:
+        return 0.0
+    return state.ok_rate * math.exp(-max(0.0, now - state.rate_at) / config.rate_window)
+
+
+def _least_delay(state: PacingState, config: PacingConfig) -> float:
+    return max(config.min_delay, state.floor)
+
+
+def _clamp_delay(delay: float, least: float, config: PacingConfig) -> float:
+    return min(max(delay, least), max(config.max_delay, least))
+
+
+def _window(state: PacingState, config: PacingConfig) -> float:
+    """The fractional concurrency, within the lane's current bounds."""
+    window = state.window or float(state.concurrency)
+    return min(max(window, float(config.min_concurrency)), float(config.max_concurrency))
+
+
+def _width(window: float, config: PacingConfig) -> int:
+    return max(config.min_concurrency, min(config.max_concurrency, int(window + 0.5)))
+
+
+def _answered(
+    state: PacingState,
+    config: PacingConfig,
+    now: float,
+    ok: bool,
+    latency: float | None,
+    started: float,
 ) -> PacingState:
-    """:func:`update` for a healthy response, the common case: the latency average moves, the
-    host counts as alive, the healthy rate grows; then either a gentle slow-down (latency rose
-    past ``latency_ratio`` times its average) or a step of recovery: the push-back ceiling lifts
-    after ``limit_hold``, the delay shrinks by ``recover_factor`` toward its floor, and every
-    ``recover_every`` healthy responses allow one more request in flight. Built in one step:
-    the store folds every completed request through here."""
-    before = state.ewma_latency
-    ewma = before
-    if latency is not None:
-        ewma = (
-            latency
-            if before is None
-            else (config.ewma_alpha * latency + (1 - config.ewma_alpha) * before)
-        )
-    ok_rate = _decayed_rate(state, config, now) + 1.0 / config.rate_window
-    rate_at = max(now, state.rate_at)
-    if (
-        latency is not None
-        and before is not None
-        and latency > max(config.latency_ratio * before, config.latency_min)
-    ):
-        delay = max(state.delay, config.latency_floor) * config.latency_factor
-        return replace(
-            state,
-            delay=_clamp_delay(delay, state, config),
-            ewma_latency=ewma,
-            errors_in_row=0,
-            trips=0,
-            ok_rate=ok_rate,
-            rate_at=rate_at,
-            ok_in_row=0,
-        )
+    """:func:`update` for an answer below 500 that is not push-back (the common case: a page,
+    or a 404): the host is alive and accepting, the latency estimates move (pages only), and
+    the time since the previous update (holds excluded) counts toward recovery of the delay and
+    the window, unless the typical latency shows load: then the delay grows instead (once per
+    round trip) or holds. Built in one step: the store folds every completed request through
+    here."""
+    # healthy time at the current pace: since the last healthy answer, not counting a hold
+    dt = max(0.0, now - max(state.rate_at, state.slowed_at)) if state.rate_at else 0.0
+    counted = started >= state.slowed_at
+    share = state.share * (1.0 - 1.0 / config.pushback_window) if counted else state.share
+    typical, base = state.ewma_latency, state.base_latency
+    probe_from, probed_at = state.probe_from, state.probed_at
+    if ok and latency is not None and latency > 0.0:
+        if base is None or typical is None:
+            typical = base = latency
+            probed_at = now  # the first answers come at the start-up width: a baseline
+        else:
+            if probe_from and started >= probe_from:
+                # the first request after a probe's pause ran alone: the unloaded latency now
+                base, probe_from, probed_at = latency, 0.0, now
+            else:
+                base = min(base, latency)
+            # a running median: a slow page moves it no more than any page slower than usual
+            if latency > typical:
+                typical *= math.exp(config.latency_step)
+            elif latency < typical:
+                typical *= math.exp(-config.latency_step)
+    ok_rate = _decayed_rate(state, config, now)
+    # the same count over a few round trips: what the lane delivers right now (after a stall
+    # of slow pages the one-second rate still remembers the stall)
+    burst_span = max(config.rate_window / 10, 4.0 * (typical or 0.0))
+    burst_rate = state.burst_rate * math.exp(-max(0.0, now - state.rate_at) / burst_span)
     limit_delay = state.limit_delay
     if limit_delay and now - state.slowed_at >= config.limit_hold:
-        limit_delay = 0.0  # no push-back for long: the ceiling lifts
-    floor = max(config.min_delay, state.floor, limit_delay)
-    delay = state.delay * config.recover_factor
-    if delay < floor + config.snap:
-        delay = floor
-    ok_in_row = state.ok_in_row + 1
-    concurrency = state.concurrency
-    if ok_in_row >= config.recover_every:
-        concurrency = min(config.max_concurrency, concurrency + 1)
-        ok_in_row = 0
-    return replace(
-        state,
-        delay=min(max(delay, floor), max(config.max_delay, floor)),
-        concurrency=concurrency,
-        ewma_latency=ewma,
+        limit_delay = 0.0  # no 429 for long: the ceiling is forgotten
+    load, headroom = _load(typical, base, ok_rate, config)
+    shrunk_at = state.shrunk_at
+    if load > 1 and typical is not None and base is not None:
+        delay = _clamp_delay(state.delay, _least_delay(state, config), config)
+        # once per round trip, gently, and only while this response shows the load too (the
+        # median lags: at a slower pace it would keep slowing down on old news)
+        now_loaded = ok and latency is not None and _load(latency, base, ok_rate, config)[0] > 1
+        if started >= shrunk_at and now_loaded:
+            # just under the rate the lane delivers (its bottleneck, wherever it is), so the
+            # queues drain and the bottleneck stays busy
+            delivered = max(ok_rate, burst_rate)
+            shrunk_at = now + _settling(state, config)
+            paced = max(delay, 1.0 / delivered) / config.latency_backoff
+            delay = _clamp_delay(paced, delay, config)
+    elif load:
+        delay = _clamp_delay(state.delay, _least_delay(state, config), config)  # in the band
+    else:
+        delay = _recovered_delay(state, config, dt, headroom, limit_delay)
+    blocked_until = state.blocked_until
+    if load and not probe_from and typical is not None and now - probed_at >= config.probe_every:
+        # Latency steers the pace, against a baseline maybe long gone: pause for one typical
+        # latency once the requests already leased have started, and measure the next one.
+        probe_from = now + _settling(state, config) + typical
+        blocked_until = max(blocked_until, probe_from)
+    window = _window(state, config)
+    if dt and share < config.pushback_share:
+        grown = window * 2.0 ** (dt / config.recover_every)
+        if not state.window:  # a store that keeps no fractional width: a whole step up
+            grown = max(grown, math.floor(window) + 1.0)
+        window = min(float(config.max_concurrency), grown)
+    return PacingState(
+        delay=delay,
+        concurrency=_width(window, config),
+        ewma_latency=typical,
+        blocked_until=blocked_until,
         errors_in_row=0,
-        trips=0,
-        ok_rate=ok_rate,
-        rate_at=rate_at,
-        ok_in_row=ok_in_row,
+        ok_in_row=state.ok_in_row + 1,
+        floor=state.floor,
+        slowed_at=state.slowed_at,
         limit_delay=limit_delay,
+        ok_rate=ok_rate + 1.0 / config.rate_window,
+        burst_rate=burst_rate + 1.0 / burst_span,
+        rate_at=max(now, state.rate_at),
+        trips=0,
+        window=window,
+        share=share,
+        base_latency=base,
+        shrunk_at=shrunk_at,
+        probe_from=probe_from,
+        probed_at=probed_at,
+    )
+
+
+def _settling(state: PacingState, config: PacingConfig) -> float:
+    """How long requests leased at the old pace may still be starting: the store hands out up
+    to ``concurrency`` start slots ahead, ``delay`` apart, within ``lease_horizon``. Their
+    answers are no news about a change made now."""
+    return min(state.concurrency * state.delay, config.lease_horizon + state.delay)
+
+
+def _load(
+    typical: float | None, base: float | None, rate: float, config: PacingConfig
+) -> tuple[int, float]:
+    """How loaded the lane looks from its latency, and how much room is left below the band
+    where the pace holds (1: at the baseline, 0: in the band).
+
+    Load 2 when ``typical`` is past ``latency_ratio`` times ``base`` and the excess, at this
+    ``rate``, is more than ``queue_high`` requests waiting (Vegas: rate x extra latency is what
+    sits in queues); 1 in the band past half of both, where the pace holds; 0 below."""
+    if typical is None or base is None or typical <= base:
+        return 0, 1.0
+    queued = rate * (typical - base)
+    middle = (1.0 + config.latency_ratio) / 2
+    if typical > base * config.latency_ratio and queued > config.queue_high:
+        return 2, 0.0
+    if typical > base * middle and queued > config.queue_high / 2:
+        return 1, 0.0
+    used = min(queued / (config.queue_high / 2), (typical / base - 1.0) / (middle - 1.0))
+    return 0, max(0.0, 1.0 - used)
+
+
+def _recovered_delay(
+    state: PacingState, config: PacingConfig, dt: float, headroom: float, limit_delay: float
+) -> float:
+    """The delay after ``dt`` healthy seconds: down by ``recover_factor`` a second to
+    ``limit_fraction`` of a learned ceiling, by ``probe`` a second below that. The first
+    slows down as the latency nears the band where the pace holds (``headroom`` 1 at the
+    baseline, 0 at the band): near the knee a fast climb overshoots it."""
+    least = _least_delay(state, config)
+    delay = state.delay
+    if dt <= 0.0 or delay <= least:
+        return _clamp_delay(delay, least, config)
+    resume = limit_delay / config.limit_fraction if limit_delay else least
+    if delay > resume:
+        delay = max(resume, delay * config.recover_factor ** (dt * headroom))
+    elif limit_delay:  # above the ceiling's resume point: probe, slowly in time and in requests
+        delay *= math.exp(-min(config.probe * dt, config.probe_step))
+    if not limit_delay and delay < least + config.snap:
+        delay = least
+    return _clamp_delay(delay, least, config)
+
+
+def _troubled(
+    state: PacingState,
+    config: PacingConfig,
+    now: float,
+    status: int | None,
+    pushback: bool,
+    retry_after: float | None,
+    started: float,
+) -> PacingState:
+    """:func:`update` for push-back (429, 502-504, blocks, no response) and other 5xx."""
+    counted = started >= state.slowed_at
+    share = state.share
+    if counted:
+        share += (float(pushback) - share) / config.pushback_window
+    if status is None or status >= 500:
+        state = _host_failure(state, config, now, started)
+    else:
+        state = _with(state, errors_in_row=0, trips=0)  # a 429 or a block page: alive
+    blocked_until = state.blocked_until
+    if retry_after is not None and (status == 429 or share >= config.pushback_share):
+        until = now + min(max(retry_after, 0.0), config.retry_after_cap)
+        blocked_until = max(blocked_until, until)
+    state = _with(state, blocked_until=blocked_until, share=share, ok_in_row=0)
+    if not counted or not pushback:
+        return state
+    if status == 429:
+        return _slow_down(state, config, now, learn=True)
+    if share >= config.pushback_share:
+        return _slow_down(state, config, now, learn=False)
+    return state
+
+
+def _slow_down(state: PacingState, config: PacingConfig, now: float, learn: bool) -> PacingState:
+    """Slow the lane down once: a 429 teaches a ceiling (``learn``) and keeps the width;
+    push-back become the rule doubles the delay and narrows the window."""
+    least = _least_delay(state, config)
+    accepted = _decayed_rate(state, config, now)
+    limit_delay, window = state.limit_delay, _window(state, config)
+    if learn and accepted > 0.0:
+        learned = 1.0 / accepted
+        if limit_delay:  # one 429 at most halves the rate learned before
+            learned = min(learned, limit_delay * config.slowdown_factor)
+        limit_delay = min(learned, config.max_delay)
+        delay = max(state.delay, limit_delay / config.limit_fraction)
+    else:
+        start = 1.0 / accepted if accepted > 0.0 else config.slowdown_floor
+        delay = max(state.delay, start) * config.slowdown_factor
+        if not learn:
+            window = max(float(config.min_concurrency), window * config.window_factor)
+    delay = _clamp_delay(delay, least, config)
+    # never answered at once: nothing starts before one new delay has passed
+    blocked_until = max(state.blocked_until, now + delay)
+    return _with(
+        state,
+        delay=delay,
+        concurrency=_width(window, config),
+        window=window,
+        limit_delay=limit_delay,
+        blocked_until=blocked_until,
+        slowed_at=max(now + _settling(state, config), blocked_until),
+        share=state.share / 2,  # the next slow-down needs new evidence
+    )
+
+
+def _host_failure(
+    state: PacingState, config: PacingConfig, now: float, started: float
+) -> PacingState:
+    """No response, or a 5xx: one more failure in a row; enough of them open the circuit."""
+    errors = state.errors_in_row + 1
+    if errors < config.circuit_threshold or started < state.slowed_at:
+        return _with(state, errors_in_row=errors)  # not yet, or sent before it last opened
+    exponent = min(state.trips, 62)
+    pause = min(config.circuit_cap, config.circuit_base * math.ldexp(1.0, exponent))
+    blocked_until = max(state.blocked_until, now + pause)
+    return _with(
+        state,
+        errors_in_row=errors,
+        blocked_until=blocked_until,
+        slowed_at=blocked_until,
+        trips=state.trips + 1,
+        concurrency=config.min_concurrency,  # reopen with one probe at a time
+        window=float(config.min_concurrency),
     )
