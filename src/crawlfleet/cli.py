@@ -375,7 +375,8 @@ def demo(ctx: click.Context, products: int, workers: int, output: str, workdir: 
 
 async def _demo(settings: Settings, products: int, workers: int, output: str) -> None:
     from crawlfleet.demo.catalog import Catalog
-    from crawlfleet.demo.server import Faults, start_demo_server
+    from crawlfleet.demo.faults import Faults
+    from crawlfleet.demo.server import start_demo_server
 
     base_url, server = await start_demo_server(Catalog(products), Faults())
     click.echo(f"demo shop with {products} products at {base_url}", err=True)

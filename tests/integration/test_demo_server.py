@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import signal
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from parsel import Selector
 from w3lib.url import canonicalize_url, url_query_cleaner
 
 from crawlfleet.demo.catalog import Catalog
-from crawlfleet.demo.server import Faults, start_demo_server
+from crawlfleet.demo.faults import Faults, selected
+from crawlfleet.demo.server import start_demo_server
 from crawlfleet.demo.spider import LINK_CSS, Product, extract_product
 
 CATALOG = Catalog(n_products=240)
@@ -283,3 +285,70 @@ async def test_server_process_serves_and_stops_on_sigterm(
     assert proc.wait(timeout=5) == 0
     assert proc.stdout is not None
     assert proc.stdout.read() == ""  # exactly one line was printed
+
+
+@with_faults(rate_limit=20)
+async def test_rate_limit_is_a_sliding_second_of_accepted_requests(shop: Shop) -> None:
+    """Over 1.5 s of a client asking far too fast, no second-long window, wherever it starts,
+    holds more than 20 accepted requests; a 429's Retry-After says when a slot frees."""
+    accepted: list[float] = []
+    started = time.monotonic()
+    while time.monotonic() - started < 1.5:
+        status, _, headers = await shop.get("/")
+        if status == 200:
+            accepted.append(time.monotonic())
+        else:
+            assert status == 429 and headers["Retry-After"] == "1"
+    assert 20 < len(accepted) <= 40
+    for i, t in enumerate(accepted):
+        assert sum(1 for u in accepted[i:] if u < t + 0.99) <= 20
+    per_client = (await shop.stats())["per_client"]["127.0.0.1"]  # type: ignore[index]
+    assert per_client["max_accepted_per_second"] == 20
+    assert per_client["rate_limited"] > 20
+    assert per_client["captchas"] == 0
+
+
+@with_faults(rate_limit=5, captcha_after=3, captcha_window=10.0, captcha_for=1.0)
+async def test_a_client_that_keeps_pushing_gets_captcha_pages_for_a_while(shop: Shop) -> None:
+    statuses = [(await shop.get("/"))[0] for _ in range(9)]
+    assert statuses == [200] * 5 + [429] * 4, "the fourth refusal is one too many"
+    status, html, _ = await shop.get(f"/product/{SKU}")
+    assert status == 200 and "captcha" in html.lower() and 'class="product"' not in html
+    assert (await shop.get("/robots.txt"))[0] == 200, "robots.txt is never a captcha"
+    await asyncio.sleep(1.1)
+    _, html, _ = await shop.get(f"/product/{SKU}")
+    assert 'class="product"' in html, "the captcha wall ends"
+    stats = await shop.stats()
+    assert stats["per_client"]["127.0.0.1"]["captchas"] == 2  # type: ignore[index]
+    assert stats["faults"]["captcha_wall"] == 1  # type: ignore[index]
+
+
+@with_faults(latency=0.01, latency_per_request=0.01)
+async def test_latency_grows_with_the_requests_in_flight(shop: Shop) -> None:
+    started = time.monotonic()
+    await shop.get(f"/product/{SKU}")
+    alone = time.monotonic() - started
+    started = time.monotonic()
+    await asyncio.gather(*(shop.get(f"/product/{SKU}") for _ in range(10)))
+    together = time.monotonic() - started
+    assert 0.02 <= alone < 0.1
+    assert together >= 0.1, "ten at once: the last one in waits 10 ms + 10 x 10 ms"
+    load = (await shop.stats())["load"]
+    assert load["max_in_flight"] == 10  # type: ignore[index]
+    assert load["in_flight_at_arrival"]["1"] >= 1  # type: ignore[index]
+    assert load["unloaded_latency"] == pytest.approx(0.02)  # type: ignore[index]
+    assert load["median_latency"] > load["unloaded_latency"]  # type: ignore[index,operator]
+
+
+async def test_faults_at_the_noise_rates_of_a_real_site() -> None:
+    """5% 503s, 2% cut connections, 2% three-second pages, all by page: each on its share."""
+    faults = Faults(transient_503=0.05, cut=0.02, slow=0.02, slow_delay=3.0)
+    keys = [p.path for p in CATALOG.products]
+    for kind, share in (("transient_503", 0.05), ("cut", 0.02), ("slow", 0.02)):
+        hit = sum(1 for k in keys if selected(kind, k, getattr(faults, kind)))
+        assert abs(hit - share * len(keys)) <= 3 * math.sqrt(share * len(keys)) + 1, kind
+    async for shop in _start(faults):
+        slow = next(k for k in keys if selected("slow", k, 0.02))
+        started = time.monotonic()
+        assert (await shop.get(slow))[0] in (200, 503)
+        assert time.monotonic() - started >= 3.0

@@ -13,7 +13,8 @@ and the spider that crawls it.
 from __future__ import annotations
 
 from crawlfleet.demo.catalog import Catalog
-from crawlfleet.demo.server import Faults, make_app, start_demo_server
+from crawlfleet.demo.faults import Faults
+from crawlfleet.demo.server import make_app, start_demo_server
 from crawlfleet.demo.spider import DemoShop, Product, make_spider
 
 __all__ = [

@@ -15,7 +15,9 @@ retries always gets the page in the end. ``/__admin/`` (never linked, disallowed
 lets tests read request statistics and flip switches at runtime:
 
 * ``GET /__admin/stats``: request counts per path, per canonical page, per status, per client
-  address, and per client per second (for "never above N requests/s" assertions).
+  address, and per client per second; per client address the most requests accepted within
+  one sliding second, its 429s and the captcha pages it earned (``per_client``); requests in
+  flight at arrival and the latency they cost (``load``).
 * ``POST /__admin/fix``: the ``always_500`` paths start answering normally.
 * ``POST /__admin/robots-ok``: robots.txt starts answering 200.
 * ``POST /__admin/faults``: a JSON object of ``Faults`` fields to change.
@@ -28,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import signal
 import sys
 import time
@@ -42,56 +43,12 @@ from aiohttp import web
 
 from crawlfleet.demo import jspages
 from crawlfleet.demo.catalog import Catalog
+from crawlfleet.demo.faults import ClientLimits, Faults, Load, selected
 from crawlfleet.demo.pages import DynamicLinks, Renderer, captcha_page, robots_txt
 
 SESSION_PARAMS = frozenset({"sid", "jsessionid", "sessionid"})
 HTML = "text/html"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass
-class Faults:
-    """Fault switches, all off by default. Fractions apply to product pages, chosen by URL hash.
-
-    * ``transient_503``: these answer 503 to their first ``transient_attempts`` requests.
-    * ``slow``: these answer after ``slow_delay`` seconds, every time.
-    * ``cut``: the first ``transient_attempts`` requests get half the body, then the connection
-      is closed.
-    * ``captcha``: the first ``transient_attempts`` requests get a status-200 captcha page.
-    * ``rate_limit``: a client address sending more than N requests within one clock second gets
-      429 with ``Retry-After: 1`` for the rest of that second.
-    * ``trap``: every page links an endless ``/calendar/YYYY/MM`` archive.
-    * ``always_500``: paths answering 500 until ``POST /__admin/fix``.
-    * ``robots_503``: robots.txt answers 503 until ``POST /__admin/robots-ok``.
-    """
-
-    transient_503: float = 0.0
-    slow: float = 0.0
-    slow_delay: float = 1.0
-    cut: float = 0.0
-    captcha: float = 0.0
-    transient_attempts: int = 1
-    rate_limit: int | None = None
-    trap: bool = False
-    always_500: list[str] = field(default_factory=list)
-    robots_503: bool = False
-
-    def update(self, changes: dict[str, Any]) -> None:
-        """Apply ``changes`` (field name → value); unknown names raise ``ValueError``."""
-        names = {f.name for f in dataclasses.fields(self)}
-        unknown = set(changes) - names
-        if unknown:
-            raise ValueError(f"unknown fault switches: {sorted(unknown)}")
-        for name, value in changes.items():
-            setattr(self, name, list(value) if name == "always_500" else value)
-
-
-def selected(kind: str, key: str, fraction: float) -> bool:
-    """True if page ``key`` is in the deterministic ``fraction`` of pages hit by fault ``kind``."""
-    if fraction <= 0:
-        return False
-    digest = hashlib.blake2b(f"{kind}:{key}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64 < fraction
 
 
 def page_key(request: web.Request) -> str:
@@ -152,6 +109,8 @@ class ShopState:
         self.catalog = catalog
         self.faults = faults
         self.stats = Stats()
+        self.limits = ClientLimits()
+        self.load = Load()
         self.fixed = False
         self.robots_ok = False
         self._renderer: Renderer | None = None
@@ -204,26 +163,48 @@ def make_app(catalog: Catalog, faults: Faults | None = None) -> web.Application:
 
 @web.middleware
 async def _count_and_limit(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Count every non-admin request, then apply the rate limit and ``always_500``."""
+    """Count every non-admin request, then apply the rate limit (and captcha rule),
+    ``always_500`` and the latency of load."""
     if request.path.startswith("/__admin/"):
         return await handler(request)
-    state = request.app[STATE]
+    state, faults = request.app[STATE], request.app[STATE].faults
     client = request.remote or "unknown"
-    in_window = state.stats.request(client, request.path_qs, page_key(request), int(time.time()))
-    limit = state.faults.rate_limit
+    state.stats.request(client, request.path_qs, page_key(request), int(time.time()))
+    verdict, retry_after = state.limits.check(
+        client,
+        time.monotonic(),
+        faults.rate_limit,
+        faults.captcha_after,
+        faults.captcha_window,
+        faults.captcha_for,
+    )
     response: web.StreamResponse
-    if limit is not None and in_window > limit:
-        response = _fault(state, "rate_limited", 429, headers={"Retry-After": "1"})
-    elif not state.fixed and request.path.split(";", 1)[0] in state.faults.always_500:
+    if verdict == "captcha" and request.path != "/robots.txt":
+        state.stats.faults["captcha_wall"] += 1
+        response = web.Response(text=captcha_page(), content_type=HTML)
+    elif verdict == "limited":
+        headers = {"Retry-After": str(retry_after)}
+        response = _fault(state, "rate_limited", 429, headers=headers)
+    elif not state.fixed and request.path.split(";", 1)[0] in faults.always_500:
         response = _fault(state, "always_500", 500)
     else:
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:
-            state.stats.statuses[str(exc.status)] += 1
-            raise
+        response = await _loaded(state, request, handler)
     state.stats.statuses[str(response.status)] += 1
     return response
+
+
+async def _loaded(state: ShopState, request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The handler's answer, after the latency the requests in flight cost."""
+    seconds = state.load.enter(state.faults.latency, state.faults.latency_per_request)
+    try:
+        if seconds:
+            await asyncio.sleep(seconds)
+        return await handler(request)
+    except web.HTTPException as exc:
+        state.stats.statuses[str(exc.status)] += 1
+        raise
+    finally:
+        state.load.leave()
 
 
 def _fault(state: ShopState, kind: str, status: int, **kwargs: Any) -> web.Response:
@@ -303,6 +284,8 @@ async def _calendar(request: web.Request) -> web.StreamResponse:
 async def _admin_stats(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     data = state.stats.as_json()
+    data["per_client"] = state.limits.as_json()
+    data["load"] = state.load.as_json(state.faults.latency, state.faults.latency_per_request)
     data["switches"] = dataclasses.asdict(state.faults)
     data["fixed"], data["robots_ok"] = state.fixed, state.robots_ok
     return web.json_response(data)
@@ -331,7 +314,10 @@ async def _admin_faults(request: web.Request) -> web.StreamResponse:
 
 
 async def _admin_reset(request: web.Request) -> web.StreamResponse:
-    request.app[STATE].stats = Stats()
+    state = request.app[STATE]
+    state.stats, state.limits = Stats(), ClientLimits()
+    state.load.at_arrival.clear()
+    state.load.peak = state.load.in_flight
     return web.json_response({"reset": True})
 
 
@@ -388,6 +374,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--captcha", type=float, default=0.0, metavar="FRACTION")
     p.add_argument("--transient-attempts", type=int, default=1, metavar="N")
     p.add_argument("--rate-limit", type=int, default=None, metavar="N")
+    p.add_argument("--captcha-after", type=int, default=None, metavar="K")
+    p.add_argument("--captcha-window", type=float, default=10.0, metavar="SECONDS")
+    p.add_argument("--captcha-for", type=float, default=60.0, metavar="SECONDS")
+    p.add_argument("--latency", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--latency-per-request", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--trap", action="store_true")
     p.add_argument("--always-500", action="append", default=[], metavar="PATH")
     p.add_argument("--robots-503", action="store_true")
@@ -403,6 +394,11 @@ def faults_from_args(args: argparse.Namespace) -> Faults:
         captcha=args.captcha,
         transient_attempts=args.transient_attempts,
         rate_limit=args.rate_limit,
+        captcha_after=args.captcha_after,
+        captcha_window=args.captcha_window,
+        captcha_for=args.captcha_for,
+        latency=args.latency,
+        latency_per_request=args.latency_per_request,
         trap=args.trap,
         always_500=list(args.always_500),
         robots_503=args.robots_503,
