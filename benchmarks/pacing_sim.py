@@ -20,6 +20,7 @@ from crawlfleet.policy.simulate import Crawl, Result, Site, simulate
 
 CPU = 0.003  # seconds of worker CPU a page (parse, links, records), as measured on the shop
 FAULTS = {"p503": 0.05, "p_cut": 0.02, "p_slow": 0.02}
+STALLS = (1.0, 0.3)  # a busy machine: the worker frozen 0.3 s every second
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,29 @@ def scenarios() -> list[Scenario]:
             baseline="clean, 1 worker",
         ),
         Scenario("lone 503s (5%)", Site(p503=0.05), Crawl(pages=3000, client_cpu=CPU)),
+        Scenario(
+            "clean, busy machine",
+            Site(),
+            Crawl(pages=3000, client_cpu=CPU, stalls=STALLS),
+        ),
+        Scenario(
+            "faults, busy machine",
+            Site(**FAULTS),  # type: ignore[arg-type]
+            Crawl(pages=3000, client_cpu=CPU, stalls=STALLS),
+            baseline="clean, busy machine",
+        ),
     ]
     for n in (5, 40, 200):
         for width in (8, 32):
             pages = max(1000, n * 60)
             out.append(Scenario(f"rate N={n}, c={width}", Site(rate_limit=n), Crawl(pages, width)))
+    out.append(
+        Scenario(
+            "rate N=40, lane seeded at c=32",
+            Site(rate_limit=40),
+            Crawl(pages=2400, start_width=32),
+        )
+    )
     out.append(
         Scenario(
             "rate N=40, reports batched 50 ms",
@@ -75,6 +94,20 @@ def scenarios() -> list[Scenario]:
                 Crawl(pages=3000 if base < 0.01 else 600, client_cpu=CPU),
             )
         )
+        for respace in (False, True):
+            out.append(
+                Scenario(
+                    f"latency {ms}+{ms} ms/in flight, busy machine"
+                    + (", late starts respaced" if respace else ""),
+                    Site(latency=base, per_request=base),
+                    Crawl(
+                        pages=3000 if base < 0.01 else 600,
+                        client_cpu=CPU,
+                        stalls=STALLS,
+                        respace_late=respace,
+                    ),
+                )
+            )
     for end in (12.0, 30.0, 100.0):
         for follows in (False, True):
             out.append(

@@ -71,18 +71,24 @@ class Stats:
     faults: Counter[str] = field(default_factory=Counter)
     first_at: float | None = None  # when the first and the last request came (epoch seconds)
     last_at: float | None = None
+    # (arrival, status) of every request answered, arrival in seconds after first_at: the shape
+    # of a crawl in time (its bulk rate, its pace after a 429)
+    timeline: list[tuple[float, int]] = field(default_factory=list)
 
-    def request(self, client: str, path: str, page: str, second: int) -> int:
-        """Count one request; returns how many this client has sent in this second so far."""
+    def request(self, client: str, path: str, page: str, second: int) -> float:
+        """Count one request; returns its arrival time (epoch seconds)."""
         now = time.time()
         self.first_at = self.first_at or now
         self.last_at = now
         self.paths[path] += 1
         self.pages[page] += 1
         self.clients[client] += 1
-        window = self.per_second[client]
-        window[second] += 1
-        return window[second]
+        self.per_second[client][second] += 1
+        return now
+
+    def answered(self, arrival: float, status: int) -> None:
+        self.statuses[str(status)] += 1
+        self.timeline.append((round(arrival - (self.first_at or arrival), 4), status))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +105,7 @@ class Stats:
             "faults": dict(self.faults),
             "first_at": self.first_at,
             "last_at": self.last_at,
+            "timeline": self.timeline,
         }
 
 
@@ -169,7 +176,7 @@ async def _count_and_limit(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     state, faults = request.app[STATE], request.app[STATE].faults
     client = request.remote or "unknown"
-    state.stats.request(client, request.path_qs, page_key(request), int(time.time()))
+    arrival = state.stats.request(client, request.path_qs, page_key(request), int(time.time()))
     verdict, retry_after = state.limits.check(
         client,
         time.monotonic(),
@@ -188,12 +195,14 @@ async def _count_and_limit(request: web.Request, handler: Handler) -> web.Stream
     elif not state.fixed and request.path.split(";", 1)[0] in faults.always_500:
         response = _fault(state, "always_500", 500)
     else:
-        response = await _loaded(state, request, handler)
-    state.stats.statuses[str(response.status)] += 1
+        response = await _loaded(state, request, handler, arrival)
+    state.stats.answered(arrival, response.status)
     return response
 
 
-async def _loaded(state: ShopState, request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _loaded(
+    state: ShopState, request: web.Request, handler: Handler, arrival: float
+) -> web.StreamResponse:
     """The handler's answer, after the latency the requests in flight cost."""
     seconds = state.load.enter(state.faults.latency, state.faults.latency_per_request)
     try:
@@ -201,7 +210,7 @@ async def _loaded(state: ShopState, request: web.Request, handler: Handler) -> w
             await asyncio.sleep(seconds)
         return await handler(request)
     except web.HTTPException as exc:
-        state.stats.statuses[str(exc.status)] += 1
+        state.stats.answered(arrival, exc.status)
         raise
     finally:
         state.load.leave()

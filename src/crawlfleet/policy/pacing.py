@@ -269,8 +269,11 @@ def _clamp_delay(delay: float, least: float, config: PacingConfig) -> float:
 
 
 def _window(state: PacingState, config: PacingConfig) -> float:
-    """The fractional concurrency, within the lane's current bounds."""
-    window = state.window or float(state.concurrency)
+    """The fractional concurrency, within the lane's current bounds. The store's width wins
+    when the two disagree (it set a new limit, or the row was written by another version)."""
+    window = state.window
+    if _width(window, config) != state.concurrency:
+        window = float(state.concurrency)
     return min(max(window, float(config.min_concurrency)), float(config.max_concurrency))
 
 
@@ -329,9 +332,12 @@ def _answered(
         # median lags: at a slower pace it would keep slowing down on old news)
         now_loaded = ok and latency is not None and _load(latency, base, ok_rate, config)[0] > 1
         if started >= shrunk_at and now_loaded:
-            # just under the rate the lane delivers (its bottleneck, wherever it is), so the
-            # queues drain and the bottleneck stays busy
-            delivered = max(ok_rate, burst_rate)
+            # Just under the rate the lane delivers (its bottleneck, wherever it is), so the
+            # queues drain and the bottleneck stays busy. The rates count answers already in;
+            # the window over the latency is what the requests in flight will deliver (after
+            # a stall, or at start-up, the counts lag far behind it). Too high is cheap: the
+            # next round trips take it down 10% at a time; too low costs seconds of recovery.
+            delivered = max(ok_rate, burst_rate, state.concurrency / typical)
             shrunk_at = now + _settling(state, config)
             paced = max(delay, 1.0 / delivered) / config.latency_backoff
             delay = _clamp_delay(paced, delay, config)
@@ -347,10 +353,7 @@ def _answered(
         blocked_until = max(blocked_until, probe_from)
     window = _window(state, config)
     if dt and share < config.pushback_share:
-        grown = window * 2.0 ** (dt / config.recover_every)
-        if not state.window:  # a store that keeps no fractional width: a whole step up
-            grown = max(grown, math.floor(window) + 1.0)
-        window = min(float(config.max_concurrency), grown)
+        window = min(float(config.max_concurrency), window * 2.0 ** (dt / config.recover_every))
     return PacingState(
         delay=delay,
         concurrency=_width(window, config),

@@ -20,7 +20,11 @@ The **crawler** (:class:`Crawl`) is the store and its workers as the lane sees t
 queued at time 0; a lease hands out at most ``concurrency`` in flight (counted until the report
 reaches the store), start slots spaced by ``delay`` within a horizon, never before
 ``blocked_until``; the next free slot (``next_at``) stays where the lease left it when the delay
-shrinks later (``next_at_follows`` pulls it in instead, to show what that would change); a
+shrinks later (``next_at_follows`` pulls it in instead, to show what that would change); a new
+lane starts at :func:`~crawlfleet.policy.pacing.initial`'s width (``start_width`` another); a
+busy machine freezes the worker for ``stalls[1]`` seconds every ``stalls[0]`` (nothing starts
+or is read meanwhile; the starts it missed go at once when it thaws, as a worker's do, or
+``delay`` apart from then with ``respace_late``); a
 leased request starts at its slot even if the lane was held since; each
 response costs ``client_cpu`` seconds of one worker's CPU (FIFO: the latency a worker measures
 includes waiting for its CPU) and reaches the store ``report_delay`` later, where
@@ -80,6 +84,9 @@ class Crawl:
     lease_delay: float = 0.001
     horizon: float = 2.0
     next_at_follows: bool = False
+    start_width: int | None = None
+    stalls: tuple[float, float] | None = None
+    respace_late: bool = False
     retry_base: float = 0.2
     retry_cap: float = 2.0
     max_attempts: int = 5
@@ -180,6 +187,10 @@ class _Sim:
             crawl.pacing, min_delay=crawl.min_delay, max_concurrency=crawl.max_concurrency
         )
         self.state = initial(self.config, site.crawl_delay)
+        if crawl.start_width is not None:  # a store that seeds new lanes at another width
+            self.state = replace(
+                self.state, concurrency=crawl.start_width, window=float(crawl.start_width)
+            )
         self.result = Result(site, crawl)
         self.events: list[tuple[float, int, Callable[[float], None]]] = []
         self.seq = 0
@@ -189,6 +200,7 @@ class _Sim:
         self.cpu_free = [0.0] * crawl.workers
         self.next_at = 0.0
         self.last_start = 0.0
+        self.resume_at = 0.0
         self.lease_at: float | None = None  # a lease already scheduled at this time
         self.server_in_flight = 0
         self.accepted: deque[float] = deque()
@@ -258,7 +270,21 @@ class _Sim:
         if st.delay > 0 and self.ready and free > 0:
             self.wake(max(now, start - self.crawl.horizon))
 
+    def thawed(self, when: float) -> float:
+        """``when``, or the end of the stall it falls in."""
+        if self.crawl.stalls is None:
+            return when
+        every, length = self.crawl.stalls
+        into = when % every
+        return when if into >= length else when - into + length
+
     def send(self, now: float, page: _Page, worker: int) -> None:
+        thawed = self.thawed(now)
+        if thawed > now:
+            if self.crawl.respace_late:
+                self.resume_at = thawed = max(thawed, self.resume_at + self.state.delay)
+            self.at(thawed, functools.partial(self.send, page=page, worker=worker))
+            return
         page.attempts += 1
         status, latency = self.answer(now, page)
         self.result.arrivals.append((now, status))
@@ -266,7 +292,7 @@ class _Sim:
 
         def arrive(t: float) -> None:
             self.server_in_flight -= 1
-            read_at = max(t, self.cpu_free[worker])
+            read_at = self.thawed(max(t, self.cpu_free[worker]))
             self.cpu_free[worker] = read_at + self.crawl.client_cpu
             done = self.cpu_free[worker] + self.crawl.report_delay
             self.at(done, lambda t2: self.report(t2, page, worker, status, now, read_at - now))

@@ -1,0 +1,137 @@
+"""The pacing controller on the demo shop over real sockets: ``crawlfleet crawl`` against noise,
+a per-address rate limit and a server that slows down with load, each against issue 7's
+targets. The simulated versions (``tests/unit/test_pacing_sim.py``) cover the same ground in
+depth; these check that the store, the worker and the policy together do what the model says.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.helpers import demo_shop, read_jsonl, run, shop_stats, write_spider
+
+from crawlfleet.demo.catalog import Catalog
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """\
+[retry]
+base = 0.2
+cap = 2.0
+"""
+FAULTS = ("--transient-503", "0.05", "--cut", "0.02", "--slow", "0.02", "--slow-delay", "3")
+
+
+def crawl(tmp_path: Path, base: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "crawlfleet.toml").write_text(CONFIG)
+    spider = write_spider(tmp_path / "shop.py", base)
+    result = run(
+        ["crawl", str(spider), "--workers", "1", "-o", "records.jsonl"], tmp_path, timeout=timeout
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def skus(tmp_path: Path) -> set[str]:
+    return {r["sku"] for r in read_jsonl(tmp_path / "records.jsonl")}
+
+
+def expected(products: int) -> set[str]:
+    return {r["sku"] for r in Catalog(products).expected_records()}
+
+
+def bulk_rate(stats: dict[str, Any]) -> float:
+    """Pages answered 200 a second in the bulk of the crawl: between its 5% and its 95% (the
+    start-up and the tail of retries and three-second pages left out), as the shop saw it."""
+    times = sorted(t for t, status in stats["timeline"] if status == 200)
+    lo, hi = times[len(times) // 20], times[len(times) * 19 // 20]
+    return len(times) * 0.9 / (hi - lo)
+
+
+def report(name: str, **figures: object) -> None:
+    print(f"{name}: {json.dumps(figures)}")
+
+
+def test_random_faults__at_least_80_percent_of_the_clean_crawls_pace(tmp_path: Path) -> None:
+    products = 1000
+    rates = {}
+    for label, faults in (("clean", ()), ("faults", FAULTS)):
+        work = tmp_path / label
+        work.mkdir()
+        with demo_shop("--products", str(products), *faults) as base:
+            crawl(work, base)
+            stats = shop_stats(base)
+        assert skus(work) == expected(products), f"{label}: every record"
+        rates[label] = bulk_rate(stats)
+        span = stats["last_at"] - stats["first_at"]
+        report(
+            label,
+            bulk_pages_s=round(rates[label], 1),
+            crawl_s=round(span, 2),
+            requests=stats["requests"],
+            statuses=stats["statuses"],
+        )
+    assert rates["faults"] >= 0.8 * rates["clean"], rates
+
+
+def test_rate_limit__settles_between_70_percent_and_the_limit_without_captchas(
+    tmp_path: Path,
+) -> None:
+    limit, products = 40, 1000
+    shop = (
+        "--products",
+        str(products),
+        "--rate-limit",
+        str(limit),
+        "--captcha-after",
+        "20",
+        "--captcha-window",
+        "10",
+        "--captcha-for",
+        "60",
+    )
+    with demo_shop(*shop) as base:
+        crawl(tmp_path, base, timeout=120)
+        stats = shop_stats(base)
+    (client,) = stats["per_client"].values()
+    timeline = stats["timeline"]
+    end = timeline[-1][0]
+    settled = [t for t, status in timeline if status != 429 and end / 4 <= t < end]
+    rate = len(settled) / (end * 3 / 4)
+    share = stats["statuses"].get("429", 0) / stats["requests"]
+    report(
+        "rate limit",
+        limit=limit,
+        settled_rate=round(rate, 1),
+        share_429=round(share, 4),
+        captchas=client["captchas"],
+        requests=stats["requests"],
+        crawl_s=round(end, 1),
+    )
+    assert skus(tmp_path) == expected(products)
+    assert client["captchas"] == 0, "the crawl pushed until the shop served captcha pages"
+    assert share <= 0.01
+    assert 0.7 * limit <= rate <= limit
+
+
+def test_latency_under_load__settles_within_twice_the_unloaded_latency(tmp_path: Path) -> None:
+    products = 400
+    shop = ("--products", str(products), "--latency", "0.005", "--latency-per-request", "0.005")
+    with demo_shop(*shop) as base:
+        crawl(tmp_path, base)
+        stats = shop_stats(base)
+    load = stats["load"]
+    report(
+        "latency under load",
+        median_latency=load["median_latency"],
+        unloaded=load["unloaded_latency"],
+        max_in_flight=load["max_in_flight"],
+        bulk_pages_s=round(bulk_rate(stats), 1),
+    )
+    assert skus(tmp_path) == expected(products)
+    assert load["median_latency"] <= 2 * load["unloaded_latency"]
+    assert bulk_rate(stats) > 1 / load["unloaded_latency"], "more than one at a time where it pays"
