@@ -77,7 +77,7 @@ def healthy(seconds: float, per_second: int = 100) -> list[Event]:
 
 
 def warmed() -> tuple[PacingState, float]:
-    """Five seconds of 100 healthy responses a second: full width (2 doubled every second)."""
+    """Five seconds of 100 healthy responses a second: full width (2 doubled every 0.25 s)."""
     return run(healthy(5))
 
 
@@ -333,13 +333,12 @@ def test_a_lane_at_any_delay_is_back_at_full_pace_one_delay_after_push_back_stop
     assert (state.delay, state.concurrency) == (0.0, 32)
 
 
-def test_the_window_doubles_every_recover_every_seconds() -> None:
-    state = initial(CONFIG)
-    widths = []
-    for _ in range(5):
-        state, _ = run(healthy(1), state)
-        widths.append(state.concurrency)
-    assert widths == [4, 8, 16, 32, 32]
+@pytest.mark.parametrize("seconds", [0.25, 0.5, 0.75, 1.0, 2.0])
+def test_the_window_doubles_every_recover_every_seconds(seconds: float) -> None:
+    state, _ = run([OK, *healthy(seconds)])  # the first answer starts the clock
+    expected = min(32.0, 2.0 * 2.0 ** (seconds / CONFIG.recover_every))
+    assert state.window == pytest.approx(expected, rel=0.02)
+    assert state.concurrency == round(expected)
 
 
 def test_recovery_stops_at_crawl_delay_and_widens_fully() -> None:

@@ -7,47 +7,53 @@ it with :func:`update`, the clock passed in. The controller tells load from nois
 * **The rate of push-back, not single events.** 429s, 502/503/504s, block pages and requests that
   got no response at all are push-back. Their share among the lane's recent responses (an EWMA
   over about ``pushback_window`` responses) must pass ``pushback_share`` before the lane slows
-  down; then the delay grows ``slowdown_factor`` times (from at least the spacing of the lane's
-  recent healthy responses), the concurrency narrows by ``window_factor``, and the share starts
-  again from zero: the next slow-down needs new evidence, from requests sent after this one took
-  effect. A few percent of random 503s, cut connections and slow pages change nothing.
+  down; then the delay grows ``slowdown_factor`` times (from at least the spacing of its recent
+  healthy answers), the concurrency narrows by ``window_factor`` (a quarter, never halved by one
+  503), and the share is halved: the next slow-down needs new evidence. A few percent of random
+  503s, cut connections and slow pages change nothing.
+* **One slow-down per round trip**, as in TCP: answers to requests that started before the last
+  slow-down took effect (``slowed_at``: after its hold, and after the start slots the store had
+  already handed out at the old pace, at most ``lease_horizon`` seconds of them) were answered
+  by it and count neither toward the share nor as a new 429.
 * **A 429 is a hard signal.** It holds the lane for its ``Retry-After`` (or one new delay) and
-  teaches a ceiling, ``limit_delay``: one over the rate of healthy responses in the
-  ``rate_window`` seconds before it, which is about what the host accepts. The lane resumes at
-  ``limit_fraction`` of that rate and probes upward by ``probe`` (a fraction a second); the next
-  429 teaches again (one 429 at most halves the ceiling). Without push-back for ``limit_hold``
-  seconds the ceiling is forgotten. As in TCP, one slow-down per round trip: push-back to
-  requests sent before the last slow-down (or during its hold) was answered by it.
+  teaches a ceiling, ``limit_delay``: one over the rate of healthy answers in the
+  ``rate_window`` seconds before it, about what the host accepts. The lane goes on at
+  ``limit_fraction`` of that rate and probes upward by ``probe`` a second but at most
+  ``probe_step`` an answer (so a cycle from one 429 to the next is some 400 requests, whatever
+  the limit); the next 429 teaches again (one 429 at most halves the ceiling). The width stays:
+  a 429 is about the rate. Without push-back for ``limit_hold`` seconds the ceiling is forgotten.
 * **Retry-After holds the lane** on a 429, when no response came (the worker postponing a host
   whose robots.txt is unreachable), and on other push-back while push-back is the rule (share
   above ``pushback_share``). A lone 503 with ``Retry-After`` holds its own request (the retry
   policy honours it), not the lane.
-* **Latency against the lane's own baseline.** The baseline is the lowest healthy latency seen,
-  forgotten slowly (it may double every ``baseline_drift`` seconds), so it is the lane's unloaded
-  latency; the typical latency is a running median of healthy latencies (a slow page is an
-  outlier, not load, and moves it no more than any page a little slower than usual). When the
-  typical latency is more than
-  ``latency_ratio`` times the baseline and ``latency_slack`` seconds above it, the concurrency
-  narrows in proportion, at most once per round trip; it grows again only below the middle of
-  that band. A host whose latency grows with load settles near ``latency_ratio`` times its
-  unloaded latency (within 2x with the defaults).
-* **Recovery per unit of time, not per response.** While responses are healthy the delay shrinks
-  by ``recover_factor`` a second (to ``limit_fraction`` of a learned ceiling, then by ``probe``),
-  and the concurrency doubles every ``recover_every`` seconds up to its maximum. A lane left at
-  delay ``d`` by push-back that stopped is back to full pace within about
-  ``d + log(d / snap) / log(1 / recover_factor)`` seconds (the first request after the push-back
-  starts within ``d``; with the defaults, from the 60 s maximum: a minute and a round trip),
-  its concurrency within ``recover_every * log2(max / min)`` seconds (5 s from 1 to 32).
+* **Latency against the lane's own unloaded baseline** (Vegas). The baseline is the lowest
+  healthy latency seen, measured again every ``probe_every`` seconds while latency steers the
+  pace (a pause of one typical latency, then one request alone); the typical latency is a running
+  median (a slow page is an outlier, not load). The lane is loaded when the typical latency is
+  past ``latency_ratio`` times the baseline and the excess, times the healthy rate, is more than
+  ``queue_high`` requests waiting; then, once per round trip, it is paced at
+  ``latency_backoff`` of the rate it delivers, so the queues drain while the bottleneck, wherever
+  it is (the host, or a worker's own CPU), stays busy. Between half that band and all of it the
+  pace holds; below, recovery slows down as it nears the band. A host answering in
+  5 ms + 5 ms per request in flight settles at 1.5x its unloaded latency.
+* **Recovery per unit of time, not per response.** While answers are healthy the delay shrinks
+  by ``recover_factor`` a second (to ``limit_fraction`` of a learned ceiling; holds do not count)
+  and the width doubles every ``recover_every`` seconds up to its maximum. A lane left at delay
+  ``d`` by push-back that stopped is back to full pace within ``3 d + log2(d / snap)`` seconds
+  with the defaults: one ``d`` of hold, one for the next start the store had spaced at ``d``,
+  one for the start after it (2 ``d`` if the store pulls its next start in when the delay
+  shrinks); from the 60 s maximum that is at most 196 s (the simulation measures 175 s).
 * **The host circuit.** A host that fails every request (no response or 5xx,
   ``circuit_threshold`` in a row) is closed as a whole for ``circuit_base`` seconds, doubling
   with each further opening up to ``circuit_cap``, and reopened one request at a time.
 
 A fresh lane starts at ``start_concurrency`` requests in flight (one with a robots.txt
-Crawl-delay) and widens from there, so that its first contact with a rate limit costs a couple of
-429s, not a full window of them.
+Crawl-delay) and doubles from there every ``recover_every`` seconds, so that its first contact
+with a rate limit costs a couple of 429s, not a full window of them.
 
-Pure and quick (a few µs an update): the store runs it for every completed request, inside the
-complete/fail transaction. Every field of :class:`PacingState` is a JSON scalar.
+Pure and quick (about 4 µs an update, 10 for push-back): the store runs it for every completed
+request, inside the complete/fail transaction. Every field of :class:`PacingState` is a JSON
+scalar. ``crawlfleet.policy.simulate`` drives it against model sites on a fake clock.
 """
 
 from __future__ import annotations
@@ -147,7 +153,7 @@ class PacingConfig:
     # Recovery per second while healthy: delay x recover_factor; concurrency doubles every
     # recover_every seconds. A delay within snap of the floor snaps to it.
     recover_factor: float = 0.5
-    recover_every: float = 1.0
+    recover_every: float = 0.25
     snap: float = 0.001
     retry_after_cap: float = 3600.0
     # Host circuit: after circuit_threshold failures in a row (no response, or 5xx) the host is

@@ -24,7 +24,8 @@ shrinks later (``next_at_follows`` pulls it in instead, to show what that would 
 lane starts at :func:`~crawlfleet.policy.pacing.initial`'s width (``start_width`` another); a
 busy machine freezes the worker for ``stalls[1]`` seconds every ``stalls[0]`` (nothing starts
 or is read meanwhile; the starts it missed go at once when it thaws, as a worker's do, or
-``delay`` apart from then with ``respace_late``); a
+``delay`` apart from then with ``respace_late``); a start may come up to ``jitter`` seconds
+late (a worker's timers and event loop); a
 leased request starts at its slot even if the lane was held since; each
 response costs ``client_cpu`` seconds of one worker's CPU (FIFO: the latency a worker measures
 includes waiting for its CPU) and reaches the store ``report_delay`` later, where
@@ -87,6 +88,7 @@ class Crawl:
     start_width: int | None = None
     stalls: tuple[float, float] | None = None
     respace_late: bool = False
+    jitter: float = 0.0
     retry_base: float = 0.2
     retry_cap: float = 2.0
     max_attempts: int = 5
@@ -263,7 +265,8 @@ class _Sim:
                 page = self.ready.popleft()
                 self.in_flight[worker] += 1
                 free -= 1
-                self.at(start, functools.partial(self.send, page=page, worker=worker))
+                late = self.rng.random() * self.crawl.jitter if self.crawl.jitter else 0.0
+                self.at(start + late, functools.partial(self.send, page=page, worker=worker))
                 start += st.delay
         self.next_at = max(self.next_at, start)
         self.last_start = start - st.delay
