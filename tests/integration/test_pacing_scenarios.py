@@ -95,7 +95,11 @@ def test_rate_limit__settles_between_70_percent_and_the_limit_without_captchas(
         "60",
     )
     with demo_shop(*shop) as base:
-        crawl(tmp_path, base, timeout=120)
+        try:
+            crawl(tmp_path, base, timeout=100)
+        except subprocess.TimeoutExpired:
+            stats = shop_stats(base)
+            pytest.fail(f"unfinished after 100 s: {stats['per_client']}, {stats['statuses']}")
         stats = shop_stats(base)
     (client,) = stats["per_client"].values()
     timeline = stats["timeline"]
