@@ -34,6 +34,7 @@ BLOCK_PAGE = Event(Outcome.BLOCKED, 200)
 CUT = Event(Outcome.RETRYABLE_ERROR, None, None)
 E500 = Event(Outcome.RETRYABLE_ERROR, 500)
 E404 = Event(Outcome.PERMANENT_ERROR, 404)
+GONE = Event(Outcome.OK, 404, latency=0.001)  # a final answer as the store reports it: done
 
 
 def run(
@@ -193,7 +194,7 @@ def test_what_counts_as_push_back(event: Event) -> None:
     assert state.delay > 0.0 and state.trips == 0
 
 
-@pytest.mark.parametrize("event", [E404, E500, Event(Outcome.RETRYABLE_ERROR, 408)])
+@pytest.mark.parametrize("event", [E404, GONE, E500, Event(Outcome.RETRYABLE_ERROR, 408)])
 def test_what_does_not(event: Event) -> None:
     warm, _ = warmed()
     state, _ = run([event] * 4, warm)  # four: the host circuit opens at five 5xx in a row
@@ -355,6 +356,12 @@ def test_min_delay_is_a_floor() -> None:
 
 
 # -- latency against the lane's own baseline ---------------------------------------------------
+
+
+def test_a_quick_404_is_no_latency_sample() -> None:
+    warm, _ = warmed()
+    state, _ = run([GONE] * 50, warm)
+    assert (state.base_latency, state.ewma_latency) == (warm.base_latency, warm.ewma_latency)
 
 
 def test_latency_keeps_its_typical_value_through_slow_pages() -> None:

@@ -252,7 +252,9 @@ def update(
         return _with(state, blocked_until=max(state.blocked_until, until))
     pushback = status is None or status in PUSH_BACK_STATUSES or outcome is Outcome.BLOCKED
     if not pushback and status is not None and status < 500:
-        return _answered(state, config, now, outcome is Outcome.OK, latency, started)
+        # only pages tell the lane's latency: a 404 or a redirect left over is often quicker
+        page = outcome is Outcome.OK and status < 400
+        return _answered(state, config, now, page, latency, started)
     return _troubled(state, config, now, status, pushback, retry_after, started)
 
 
