@@ -94,6 +94,13 @@ def scenarios() -> list[Scenario]:
                 Crawl(pages=3000 if base < 0.01 else 600, client_cpu=CPU),
             )
         )
+        out.append(
+            Scenario(
+                f"latency {ms}+{ms} ms/in flight, lane seeded at c=32",
+                Site(latency=base, per_request=base),
+                Crawl(pages=3000 if base < 0.01 else 600, client_cpu=CPU, start_width=32),
+            )
+        )
         for respace in (False, True):
             out.append(
                 Scenario(

@@ -78,7 +78,7 @@ def healthy(seconds: float, per_second: int = 100) -> list[Event]:
 
 
 def warmed() -> tuple[PacingState, float]:
-    """Five seconds of 100 healthy responses a second: full width (2 doubled every 0.25 s)."""
+    """Five seconds of 100 healthy responses a second: full width (4 doubled every 0.25 s)."""
     return run(healthy(5))
 
 
@@ -87,7 +87,7 @@ def warmed() -> tuple[PacingState, float]:
 
 @pytest.mark.parametrize(
     ("crawl_delay", "delay", "concurrency"),
-    [(None, 0.0, 2), (0.0, 0.0, 2), (5.0, 5.0, 1), (120.0, 30.0, 1)],
+    [(None, 0.0, 4), (0.0, 0.0, 4), (5.0, 5.0, 1), (120.0, 30.0, 1)],
 )
 def test_initial(crawl_delay: float | None, delay: float, concurrency: int) -> None:
     state = initial(CONFIG, crawl_delay)
@@ -337,7 +337,7 @@ def test_a_lane_at_any_delay_is_back_at_full_pace_one_delay_after_push_back_stop
 @pytest.mark.parametrize("seconds", [0.25, 0.5, 0.75, 1.0, 2.0])
 def test_the_window_doubles_every_recover_every_seconds(seconds: float) -> None:
     state, _ = run([OK, *healthy(seconds)])  # the first answer starts the clock
-    expected = min(32.0, 2.0 * 2.0 ** (seconds / CONFIG.recover_every))
+    expected = min(32.0, CONFIG.start_concurrency * 2.0 ** (seconds / CONFIG.recover_every))
     assert state.window == pytest.approx(expected, rel=0.02)
     assert state.concurrency == round(expected)
 

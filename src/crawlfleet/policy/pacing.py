@@ -129,7 +129,7 @@ class PacingConfig:
     max_delay: float = 60.0
     max_concurrency: int = 8
     min_concurrency: int = 1
-    start_concurrency: int = 2
+    start_concurrency: int = 4
     crawl_delay_cap: float = 30.0
     # Push-back share among recent responses (EWMA over pushback_window responses) that slows
     # the lane down: delay x slowdown_factor, concurrency x window_factor.
