@@ -7,12 +7,21 @@ depth; these check that the store, the worker and the policy together do what th
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.helpers import demo_shop, read_jsonl, run, shop_stats, write_spider
+from tests.integration.helpers import (
+    children,
+    demo_shop,
+    read_jsonl,
+    shop_stats,
+    start,
+    write_spider,
+)
 
 from crawlfleet.demo.catalog import Catalog
 
@@ -26,14 +35,22 @@ cap = 2.0
 FAULTS = ("--transient-503", "0.05", "--cut", "0.02", "--slow", "0.02", "--slow-delay", "3")
 
 
-def crawl(tmp_path: Path, base: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def crawl(tmp_path: Path, base: str, timeout: float = 90) -> None:
+    """``crawlfleet crawl`` of the shop; a crawl still running after ``timeout`` seconds is
+    stopped, its workers with it, and the test fails with the shop's counts."""
     (tmp_path / "crawlfleet.toml").write_text(CONFIG)
     spider = write_spider(tmp_path / "shop.py", base)
-    result = run(
-        ["crawl", str(spider), "--workers", "1", "-o", "records.jsonl"], tmp_path, timeout=timeout
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+    proc = start(["crawl", str(spider), "--workers", "1", "-o", "records.jsonl"], tmp_path)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in children(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.communicate()
+        stats = shop_stats(base)
+        pytest.fail(f"unfinished after {timeout:.0f} s: {stats['per_client']} {stats['statuses']}")
+    assert proc.returncode == 0, err[-3000:]
 
 
 def skus(tmp_path: Path) -> set[str]:
@@ -47,7 +64,7 @@ def expected(products: int) -> set[str]:
 def bulk_rate(stats: dict[str, Any]) -> float:
     """Pages answered 200 a second in the bulk of the crawl: between its 5% and its 95% (the
     start-up and the tail of retries and three-second pages left out), as the shop saw it."""
-    times = sorted(t for t, status in stats["timeline"] if status == 200)
+    times: list[float] = sorted(t for t, status in stats["timeline"] if status == 200)
     lo, hi = times[len(times) // 20], times[len(times) * 19 // 20]
     return len(times) * 0.9 / (hi - lo)
 
@@ -95,11 +112,7 @@ def test_rate_limit__settles_between_70_percent_and_the_limit_without_captchas(
         "60",
     )
     with demo_shop(*shop) as base:
-        try:
-            crawl(tmp_path, base, timeout=100)
-        except subprocess.TimeoutExpired:
-            stats = shop_stats(base)
-            pytest.fail(f"unfinished after 100 s: {stats['per_client']}, {stats['statuses']}")
+        crawl(tmp_path, base, timeout=100)
         stats = shop_stats(base)
     (client,) = stats["per_client"].values()
     timeline = stats["timeline"]
