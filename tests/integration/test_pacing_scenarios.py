@@ -62,11 +62,13 @@ def expected(products: int) -> set[str]:
 
 
 def bulk_rate(stats: dict[str, Any]) -> float:
-    """Pages answered 200 a second in the bulk of the crawl: between its 5% and its 95% (the
-    start-up and the tail of retries and three-second pages left out), as the shop saw it."""
+    """Pages answered 200 a second in the bulk of the crawl, as the shop saw it: between its
+    5% and 80% marks. The start-up is left out, and the tail: the fault mix sends 9% of the
+    pages to the end by design (503s and cuts come back after their backoff, slow pages take
+    3 s), so the last fifth of a crawl of a thousand pages is retries, not pace."""
     times: list[float] = sorted(t for t, status in stats["timeline"] if status == 200)
-    lo, hi = times[len(times) // 20], times[len(times) * 19 // 20]
-    return len(times) * 0.9 / (hi - lo)
+    lo, hi = times[len(times) // 20], times[len(times) * 4 // 5]
+    return len(times) * 0.75 / (hi - lo)
 
 
 def report(name: str, **figures: object) -> None:
