@@ -83,15 +83,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     PG_TEST_DB.drop()
 
 
-async def make_frontier(backend: str, tmp_path: Path, clock: FakeClock) -> Frontier:
+#: The queue contract is about leases, not pacing: its stores open new lanes at their full width
+#: (a crawl's lanes start narrow and widen as they do well; tests/contract/test_frontier_pacing
+#: and the lanes tests use the default start).
+WIDE_START = 1 << 20
+
+
+async def make_frontier(
+    backend: str, tmp_path: Path, clock: FakeClock, *, start: int = WIDE_START
+) -> Frontier:
+    from crawlfleet.policy.pacing import PacingConfig
+
+    pacing = PacingConfig(start_concurrency=start)
     if backend == "sqlite":
         from crawlfleet.frontier.sqlite import SQLiteFrontier
 
-        return SQLiteFrontier(tmp_path / "queue.db", clock=clock)
+        return SQLiteFrontier(tmp_path / "queue.db", clock=clock, pacing=pacing)
     if backend == "postgres":
         from crawlfleet.frontier.postgres import PostgresFrontier
 
-        return PostgresFrontier(PG_TEST_DB.fresh(), clock=clock, max_size=4)
+        return PostgresFrontier(PG_TEST_DB.fresh(), clock=clock, max_size=4, pacing=pacing)
     raise ValueError(backend)
 
 

@@ -183,9 +183,10 @@ def quarantine_from_row(row: Sequence[Any]) -> QuarantineRow:
 
 
 def lane_rows(
-    domain: str, limits: DomainLimits, routes: Sequence[RoutePlan]
+    domain: str, limits: DomainLimits, routes: Sequence[RoutePlan], *, start: int
 ) -> list[dict[str, Any]]:
-    """The ``insert_lane`` rows of a new domain: one per route, with the route's own limits."""
+    """The ``insert_lane`` rows of a new domain: one per route, with the route's own limits,
+    starting ``start`` wide at most (the pacing controller widens a lane that does well)."""
     return [
         {
             "domain": domain,
@@ -194,7 +195,7 @@ def lane_rows(
             "max_in_flight": r.max_in_flight or NO_CAP,
             "min_delay": r.min_delay,
             "delay": max(r.min_delay, limits.min_delay),
-            "concurrency": min(r.max_in_flight or NO_CAP, limits.max_in_flight),
+            "concurrency": max(1, min(start, r.max_in_flight or NO_CAP, limits.max_in_flight)),
         }
         for r in routes
     ]

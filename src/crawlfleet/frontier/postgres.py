@@ -224,13 +224,15 @@ class PostgresFrontier:
         assert job is not None
         return job
 
-    @staticmethod
-    async def _upsert_domain(conn: Conn, domain: str, limits: DomainLimits) -> None:
+    async def _upsert_domain(self, conn: Conn, domain: str, limits: DomainLimits) -> None:
         before = await conn.fetchval(
             Q["upsert_domain"], domain, limits.max_in_flight, limits.min_delay
         )
         raised = before is None or limits.max_in_flight > before
-        await conn.execute(Q["limit_lanes"], domain, limits.max_in_flight, raised, limits.min_delay)
+        start = self.pacing.start_concurrency
+        await conn.execute(
+            Q["limit_lanes"], domain, limits.max_in_flight, raised, limits.min_delay, start
+        )
 
     def _job_from_row(self, row: Sequence[Any]) -> Job:
         job, defaults = job_from_row(row)
@@ -301,12 +303,13 @@ class PostgresFrontier:
                 [x.max_in_flight for x in limits],
                 [x.min_delay for x in limits],
             )
+            start = self.pacing.start_concurrency
+            keys = ("domain", "route", "tier", "max_in_flight", "min_delay", "delay", "concurrency")
             lanes = sorted(
-                (row["domain"], row["route"], row["tier"], row["max_in_flight"],
-                 row["min_delay"], row["delay"], row["concurrency"])
+                tuple(row[k] for k in keys)
                 for d, lim in zip(new, limits, strict=True)
-                for row in lane_rows(d, lim, defaults.lanes_for(d))
-            )  # fmt: skip
+                for row in lane_rows(d, lim, defaults.lanes_for(d), start=start)
+            )
             await conn.execute(Q["insert_lanes"], *_columns(lanes, 7))
             await conn.execute(Q["domain_tier_init"], new)
         if added:

@@ -229,8 +229,7 @@ class SQLiteFrontier:
         assert job is not None
         return job
 
-    @staticmethod
-    def _upsert_domain(db: sqlite3.Connection, domain: str, limits: DomainLimits) -> None:
+    def _upsert_domain(self, db: sqlite3.Connection, domain: str, limits: DomainLimits) -> None:
         row = db.execute(Q["domain_cap"], (domain,)).fetchone()
         db.execute(
             Q["upsert_domain"], (domain, limits.max_in_flight, limits.min_delay, limits.min_delay)
@@ -240,6 +239,7 @@ class SQLiteFrontier:
             "max_in_flight": limits.max_in_flight,
             "raised": int(row is None or limits.max_in_flight > row[0]),
             "min_delay": limits.min_delay,
+            "start": self.pacing.start_concurrency,
         }
         db.execute(Q["limit_lanes"], args)
 
@@ -306,7 +306,12 @@ class SQLiteFrontier:
                 Q["insert_domain"],
                 (domain, limits.max_in_flight, limits.min_delay, limits.min_delay),
             )
-            db.executemany(Q["insert_lane"], lane_rows(domain, limits, defaults.lanes_for(domain)))
+            db.executemany(
+                Q["insert_lane"],
+                lane_rows(
+                    domain, limits, defaults.lanes_for(domain), start=self.pacing.start_concurrency
+                ),
+            )
             db.execute(Q["domain_tier_init"], {"domain": domain})
         return added
 

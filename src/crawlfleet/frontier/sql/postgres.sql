@@ -435,10 +435,12 @@ ON CONFLICT (domain) DO UPDATE SET
 RETURNING (SELECT max_in_flight FROM before);
 
 -- name: limit_lanes
--- the domain's new limits reach its lanes: a raised cap is granted at once (up to a lane's own),
--- a lowered one clamps the adaptive concurrency, the rate floor moves with the domain's
+-- the domain's new limits reach its lanes: a lowered cap clamps the adaptive concurrency, a
+-- raised one widens a narrower lane to where a new lane starts (the controller grows it from
+-- there), the rate floor moves with the domain's
 UPDATE lanes SET
-    concurrency = CASE WHEN $3 THEN least(max_in_flight, $2) ELSE least(concurrency, $2) END,
+    concurrency = CASE WHEN $3 THEN greatest(concurrency, least(max_in_flight, $2, $5))
+                       ELSE least(concurrency, $2) END,
     delay = greatest(delay, min_delay, $4, delay_floor)
 WHERE domain = $1
 

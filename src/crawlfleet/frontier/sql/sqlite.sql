@@ -381,10 +381,12 @@ ON CONFLICT (domain) DO UPDATE SET
     delay = max(domains.delay, excluded.min_delay, domains.delay_floor);
 
 -- name: limit_lanes
--- the domain's new limits reach its lanes: a raised cap is granted at once (up to a lane's own),
--- a lowered one clamps the adaptive concurrency, the rate floor moves with the domain's
+-- the domain's new limits reach its lanes: a lowered cap clamps the adaptive concurrency, a
+-- raised one widens a narrower lane to where a new lane starts (the controller grows it from
+-- there), the rate floor moves with the domain's
 UPDATE lanes SET
-    concurrency = CASE WHEN :raised THEN min(max_in_flight, :max_in_flight)
+    concurrency = CASE WHEN :raised
+                       THEN max(concurrency, min(max_in_flight, :max_in_flight, :start))
                        ELSE min(concurrency, :max_in_flight) END,
     delay = max(delay, min_delay, :min_delay, delay_floor)
 WHERE domain = :domain;
