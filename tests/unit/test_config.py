@@ -32,7 +32,7 @@ def test_load_settings__file_then_environment_then_flags(
     [
         ("bogus = 1\n", "unknown key 'bogus'"),
         ("[worker]\nspeed = 3\n", "unknown key worker.speed"),
-        ("[worker]\nconcurrency = 'many'\n", "is not a int"),
+        ("[worker]\nconcurrency = 'many'\n", "worker.concurrency must be an integer, not 'many'"),
         ("[worker\n", "cannot read"),
     ],
 )
@@ -47,11 +47,11 @@ def test_load_settings__bad_file_is_one_clear_error(
 
 def test_check__refuses_a_lease_shorter_than_the_fetch_timeout() -> None:
     with pytest.raises(ConfigError, match="lease_ttl"):
-        Settings(lease_ttl=10, fetch_timeout=30).check()
+        Settings.of(lease_ttl=10, fetch_timeout=30).check()
 
 
 def test_for_spider__a_spider_cannot_outlast_its_lease_through_custom_settings() -> None:
-    base = Settings(lease_ttl=60, fetch_timeout=30)
+    base = Settings.of(lease_ttl=60, fetch_timeout=30)
     assert base.for_spider({"fetch_timeout": 45, "DOWNLOAD_DELAY": 1}, "shop").fetch_timeout == 45
     with pytest.raises(ConfigError, match=r"^spider shop: lease_ttl"):
         base.for_spider({"fetch_timeout": 90}, "shop")
