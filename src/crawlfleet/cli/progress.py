@@ -1,4 +1,8 @@
-"""The live progress line and the end-of-crawl summary (stderr; stdout stays for data)."""
+"""``crawl``'s live display and its summary, on stderr (stdout stays for data: ``-o -``).
+
+A rich progress bar on a terminal, a plain line every few seconds elsewhere; notes and the
+workers' log lines print above the bar. ``-q`` hides the progress, ``-qq`` the summary too.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +13,20 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from crawlfleet.cli.views import progress_line
 from crawlfleet.model import JobStats
 
 console = Console(stderr=True, highlight=False)
 
 
-def _line(stats: JobStats, rate: float) -> str:
-    return (
-        f"{stats.records} records · {stats.quarantined} quarantined · {stats.retried} retried · "
-        f"{stats.dead} dead · {stats.queued + stats.waiting} queued · {rate:,.0f} pages/s"
-    )
-
-
 class CrawlProgress:
-    """A rich progress bar on a terminal; a plain line every few seconds elsewhere."""
+    """The crawl's view (:class:`crawlfleet.runner.CrawlView`)."""
 
-    def __init__(self, job: str, every: float = 5.0) -> None:
+    def __init__(self, job: str, *, quiet: int = 0, every: float = 5.0) -> None:
         self.job = job
+        self.quiet = quiet
         self.every = every
-        self.tty = sys.stderr.isatty()
+        self.tty = sys.stderr.isatty() and not quiet
         self._last_print = 0.0
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -52,31 +51,33 @@ class CrawlProgress:
             self._progress.stop()
 
     def update(self, stats: JobStats, elapsed: float) -> None:
-        finished = stats.done + stats.dead
-        total = finished + stats.queued + stats.waiting + stats.leased
+        if self.quiet:
+            return
+        if stats.job != self.job:
+            self.job = stats.job
+            self._progress.update(self._task, description=f"crawling {stats.job}")
+        done = stats.done + stats.dead
+        total = done + stats.queued + stats.waiting + stats.leased
         rate = stats.done / elapsed if elapsed > 0 else 0.0
         if self.tty:
-            self._progress.update(
-                self._task, completed=finished, total=max(total, 1), line=_line(stats, rate)
-            )
+            line = progress_line(stats, rate)
+            self._progress.update(self._task, completed=done, total=max(total, 1), line=line)
         elif time.monotonic() - self._last_print >= self.every:
             self._last_print = time.monotonic()
-            console.print(f"{self.job}: {finished:,}/{total:,} pages · {_line(stats, rate)}")
+            console.print(
+                f"{self.job}: {done:,}/{total:,} pages · {progress_line(stats, rate)}",
+                soft_wrap=True,
+            )
+
+    def note(self, line: str) -> None:
+        if self.quiet < 2:
+            console.print(line, markup=False, soft_wrap=True)
+
+    def worker_line(self, line: str) -> None:
+        console.print(line, markup=False, soft_wrap=True)
 
 
-def summary(stats: JobStats, elapsed: float, *, store: str, raw: str, output: str | None) -> None:
-    rate = stats.done / elapsed if elapsed > 0 else 0.0
-    avg_depth = stats.retry_depth_sum / max(1, stats.done + stats.dead)
-    console.print(f"[bold green]✓ {stats.job} finished[/] in {elapsed:.1f}s")
-    console.print(f"  pages      {stats.done:,} fetched ({rate:,.0f} pages/s)")
-    console.print(f"  records    {stats.records:,} valid · {stats.quarantined:,} quarantined")
-    console.print(
-        f"  retried    {stats.retried:,} requests (average retry depth {avg_depth:.2f}) · "
-        f"{stats.dead:,} dead"
-    )
-    console.print(f"  store      {store}")
-    console.print(f"  WARC       {raw}")
-    if output:
-        console.print(f"  exported   {output}")
-    if stats.dead:
-        console.print("  see why:   crawlfleet dead list" + (f" --job {stats.job}"))
+def print_summary(lines: list[str], quiet: int) -> None:
+    if quiet < 2:
+        for line in lines:
+            console.print(line, soft_wrap=True)
