@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -24,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["WorkerPool"]
+
+log = logging.getLogger("crawlfleet.pool")
 
 _PIPE = asyncio.subprocess.PIPE
 
@@ -74,6 +77,7 @@ class WorkerPool:
             start_new_session=True,  # the terminal's signals are the coordinator's alone
         )
         self._ids.add(f"{self._host}-{proc.pid}")
+        log.debug("started worker %s-%d: %s", self._host, proc.pid, " ".join(self.cmd))
         self._readers.append(asyncio.create_task(self._forward(proc)))
         if self._message is not None:
             await self._send(proc, self._message)
@@ -140,6 +144,13 @@ class WorkerPool:
                 and self.restarts < (self.max_restarts)
             ):
                 self.restarts += 1
+                log.warning(
+                    "worker %d exited with code %s: starting another (%d of at most %d)",
+                    proc.pid,
+                    proc.returncode,
+                    self.restarts,
+                    self.max_restarts,
+                )
                 self.procs[i] = await self._spawn()
                 alive += 1
         return alive == 0

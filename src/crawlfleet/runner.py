@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -47,6 +48,8 @@ __all__ = [
     "crawl",
     "is_finished",
 ]
+
+log = logging.getLogger("crawlfleet.crawl")
 
 #: seconds between two looks at the job's progress
 POLL = 0.25
@@ -195,7 +198,8 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
     try:
         removed = await _fresh(store, name) if plan.fresh else None
         before = await _state(store, name)
-        job, _ = await submit(store, intake)
+        job, added = await submit(store, intake)
+        log.info("job %s: %d start requests, %d new, in %r", name, len(intake.seeds), added, store)
         if job.state is not JobState.RUNNING:
             raise UsageError(
                 f"job {name} is {job.state.value}: crawlfleet jobs resume {name}, then crawl again"
@@ -227,6 +231,7 @@ async def _run(
         return CrawlReport(name, stats, 0.0, nothing_to_do=True)
     _note_lease_holders(view, await store.job_activity(name), name)
     await pool.go({"jobs": [name], "overrides": dict(plan.worker_overrides)})
+    log.info("%d workers run job %s", pool.n, name)
     stop = _Stopper(pool, view, plan.settings.lease_ttl)
     last_tail = 0.0
     with stop.installed():

@@ -47,6 +47,23 @@ def options(ctx: click.Context) -> Options:
     return obj if isinstance(obj, Options) else Options()
 
 
+def verbosity(fn: Callable[..., T]) -> Callable[..., T]:
+    """``-v``/``-q`` on a command as well as before it (``crawl x.py -q``): they add up."""
+
+    @click.option("-v", "--verbose", "more", count=True, help="More log output (-vv debug).")
+    @click.option("-q", "--quiet", "less", count=True, help="-q: no progress, -qq: no summary.")
+    @wraps(fn)
+    def wrapper(*args: Any, more: int, less: int, **kwargs: Any) -> T:
+        if more or less:
+            root = click.get_current_context().find_root()
+            old = options(root)
+            root.obj = Options(old.config, old.verbose + more, old.quiet + less)
+            logging.getLogger().setLevel(root.obj.log_level)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)

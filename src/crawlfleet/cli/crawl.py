@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from crawlfleet.cli.common import Options, fail, options, pairs, queue_option, run, settings
+from crawlfleet.cli.common import (
+    Options,
+    fail,
+    options,
+    pairs,
+    queue_option,
+    run,
+    settings,
+    verbosity,
+)
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -76,6 +85,7 @@ if TYPE_CHECKING:
     help="Exit 1 when more than RATE (0-1) of this run's pages failed in the spider "
     "(default: only when every page failed).",
 )
+@verbosity
 @click.pass_context
 def crawl(
     ctx: click.Context,

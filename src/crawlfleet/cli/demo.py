@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crawlfleet.cli.common import fail, options, run, settings
+from crawlfleet.cli.common import fail, options, run, settings, verbosity
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="Store and WARC directory of the demo (wiped at start).",
 )
+@verbosity
 @click.pass_context
 def demo(ctx: click.Context, products: int, workers: int, output: str, workdir: str) -> None:
     """Serve the bundled demo shop on a free loopback port and crawl it end to end.

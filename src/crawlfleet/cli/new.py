@@ -106,7 +106,7 @@ def new(ctx: click.Context, name: str, url: str, where: str, force: bool, no_fet
     }
     taken = [str(p) for p in files if p.exists()]
     if taken and not force:
-        fail(f"{', '.join(taken)} exists (--force replaces it)")
+        fail(f"{' and '.join(taken)} already there (--force replaces)")
     base.mkdir(parents=True, exist_ok=True)
     for path, text in files.items():
         path.write_text(text, encoding="utf-8")

@@ -69,7 +69,7 @@ class _Loader:
         self.page: Page | None = None
         self.started = False  # in the shell: print each page's status line
 
-    def __call__(self, url: str) -> Any:
+    def __call__(self, url: str) -> None:
         from crawlfleet.cli.fetching import FetchFailed, fetch_page
         from crawlfleet.errors import UsageError
         from crawlfleet.spider import Request
@@ -78,12 +78,11 @@ class _Loader:
             self.page = run_loop(fetch_page(url, self.settings, self.spider))
         except (FetchFailed, UsageError) as exc:  # in the shell: say it, keep the session
             print(f"error: {exc}")
-            return None
+            return
         self.namespace["response"] = self.page.response
         self.namespace["request"] = Request(url)
         if self.started:
             print(_status(self.page))
-        return self.page.response
 
     def __repr__(self) -> str:
         return "fetch(url): load another page into response and request"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from crawlfleet.cli.common import fail, opened, queue_option, run, settings
+from crawlfleet.cli.common import fail, opened, queue_option, run, settings, verbosity
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     hidden=True,
     help="Started by crawl: wait for the jobs and settings on stdin, drain at its end.",
 )
+@verbosity
 @click.pass_context
 def worker(
     ctx: click.Context,
@@ -114,8 +115,11 @@ async def _worker(
     spiders: str | None,
     coordinated: bool,
 ) -> None:
+    import logging
+
     from crawlfleet.worker import Worker
 
+    log = logging.getLogger("crawlfleet.worker")
     async with opened(s) as store:
         w = Worker(
             store,
@@ -128,7 +132,11 @@ async def _worker(
         w.install_signal_handlers()
         if coordinated:  # the coordinator gone (stdin closed): drain, as on SIGTERM
             _on_eof(sys.stdin.fileno(), w.stop)
+        log.info(
+            "worker %s leases %s from %r", w.worker_id, ", ".join(jobs or ["every job"]), store
+        )
         await w.run()
+        log.info("worker %s stops", w.worker_id)
 
 
 def _on_eof(fd: int, then: Any) -> None:
