@@ -31,6 +31,10 @@ log = logging.getLogger("crawlfleet.pool")
 _PIPE = asyncio.subprocess.PIPE
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 class WorkerPool:
     """``n`` ``crawlfleet worker --coordinated`` processes (``argv``: the options before the
     ``worker`` command, e.g. ``--config``, ``-v``; ``worker_args``: after it)."""
@@ -41,7 +45,7 @@ class WorkerPool:
         *,
         argv: Sequence[str] = (),
         worker_args: Sequence[str] = (),
-        on_line: Callable[[str], None] = print,
+        on_line: Callable[[str], None] | None = None,
         max_restarts: int = 50,
     ) -> None:
         self.n = n
@@ -54,7 +58,7 @@ class WorkerPool:
             "--coordinated",
             *worker_args,
         ]
-        self.on_line = on_line
+        self.on_line = on_line or _to_stderr  # where the workers' stderr lines go
         self.max_restarts = max_restarts
         self.restarts = 0
         self.procs: list[asyncio.subprocess.Process] = []
@@ -86,7 +90,7 @@ class WorkerPool:
     async def _forward(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stderr is not None
         while line := await proc.stderr.readline():
-            self.on_line(line.decode("utf-8", "replace").rstrip("\n"))
+            self.on_line(line.decode("utf-8", "replace").rstrip("\n"))  # the current one
 
     async def go(self, message: Mapping[str, Any]) -> None:
         """Tell every worker (and every one restarted later) what to run."""

@@ -47,6 +47,7 @@ __all__ = [
     "check_reachable",
     "crawl",
     "is_finished",
+    "worker_pool",
 ]
 
 log = logging.getLogger("crawlfleet.crawl")
@@ -163,17 +164,22 @@ async def check_reachable(urls: Sequence[str], timeout: float = 5.0) -> None:
 # -- the crawl ------------------------------------------------------------------------------------
 
 
-async def crawl(plan: CrawlPlan, view: CrawlView) -> CrawlReport:
-    """Run ``plan`` to the end (finished, interrupted, or an error raised as UsageError)."""
+def worker_pool(workers: int, worker_argv: Sequence[str]) -> WorkerPool:
+    """The local workers of a crawl, not started yet. Started first (``await pool.start()``),
+    they import while the coordinator loads the spider and opens the store; they learn the
+    queue and the job from :meth:`WorkerPool.go` (their settings file is the coordinator's)."""
     from crawlfleet.pool import WorkerPool
 
-    pool = WorkerPool(
-        plan.workers,
-        argv=plan.worker_argv,
-        worker_args=["--queue", plan.settings.queue],
-        on_line=view.worker_line,
-    )
-    await pool.start()  # importing while the spider is loaded and the store opened
+    return WorkerPool(workers, argv=worker_argv)
+
+
+async def crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool | None = None) -> CrawlReport:
+    """Run ``plan`` to the end (finished, interrupted, or an error raised as UsageError), with
+    ``pool`` if it was started already (see :func:`worker_pool`)."""
+    if pool is None:
+        pool = worker_pool(plan.workers, plan.worker_argv)
+        await pool.start()
+    pool.on_line = view.worker_line
     try:
         return await _crawl(plan, view, pool)
     finally:
@@ -230,7 +236,8 @@ async def _run(
             await tail.poll()
         return CrawlReport(name, stats, 0.0, nothing_to_do=True)
     _note_lease_holders(view, await store.job_activity(name), name)
-    await pool.go({"jobs": [name], "overrides": dict(plan.worker_overrides)})
+    overrides = {"queue": plan.settings.queue, **plan.worker_overrides}
+    await pool.go({"jobs": [name], "overrides": overrides})
     log.info("%d workers run job %s", pool.n, name)
     stop = _Stopper(pool, view, plan.settings.lease_ttl)
     last_tail = 0.0

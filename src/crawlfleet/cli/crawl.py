@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -21,6 +21,7 @@ from crawlfleet.cli.common import (
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
+    from crawlfleet.pool import WorkerPool
     from crawlfleet.runner import CrawlPlan, Output
 
 
@@ -115,22 +116,39 @@ def crawl(
     """
     if output and overwrite_output:
         fail("-o and -O: choose one (append, or overwrite)")
-    run_settings, job_custom = split_set(pairs(set_, "-s"))
+    set_pairs, arg_pairs = pairs(set_, "-s"), pairs(spider_args, "-a")
     flags = {"queue": queue, "worker.concurrency": concurrency, "worker.lease_ttl": lease_ttl}
-    overrides = {**run_settings, **{k: v for k, v in flags.items() if v is not None}}
-    plan = make_plan(
-        ctx,
-        spider,
-        settings(ctx, overrides),
-        workers=workers,
-        job=job,
-        job_settings=job_settings(pairs(spider_args, "-a"), job_custom),
-        worker_overrides=overrides,
-        output=output_of(output or overwrite_output, fmt, overwrite=bool(overwrite_output)),
-        fresh=fresh,
-        max_error_rate=max_error_rate,
-    )
-    sys.exit(run_plan(plan, options(ctx)))
+
+    async def go(pool: WorkerPool) -> int:
+        run_settings, job_custom = split_set(set_pairs)
+        overrides = {**run_settings, **{k: v for k, v in flags.items() if v is not None}}
+        plan = make_plan(
+            ctx,
+            spider,
+            settings(ctx, overrides),
+            workers=workers,
+            job=job,
+            job_settings=job_settings(arg_pairs, job_custom),
+            worker_overrides=overrides,
+            output=output_of(output or overwrite_output, fmt, overwrite=bool(overwrite_output)),
+            fresh=fresh,
+            max_error_rate=max_error_rate,
+        )
+        return await run_plan(plan, options(ctx), pool)
+
+    sys.exit(run(with_workers(workers, options(ctx), go)))
+
+
+async def with_workers(n: int, opts: Options, then: Callable[[WorkerPool], Awaitable[int]]) -> int:
+    """Start ``n`` worker processes first (they import while the rest starts), then ``then``."""
+    from crawlfleet.runner import worker_pool
+
+    pool = worker_pool(n, opts.argv())
+    await pool.start()
+    try:
+        return await then(pool)
+    finally:
+        await pool.close()
 
 
 def split_set(values: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -180,19 +198,15 @@ def make_plan(ctx: click.Context, spider: str, s: Settings, **kw: Any) -> CrawlP
     return CrawlPlan(spider=spider, settings=s, worker_argv=options(ctx).argv(), **kw)
 
 
-def run_plan(plan: CrawlPlan, opts: Options) -> int:
+async def run_plan(plan: CrawlPlan, opts: Options, pool: WorkerPool | None = None) -> int:
     """Run the crawl with its live display, print the summary; returns the exit code."""
-    return run(_run_plan(plan, opts))
-
-
-async def _run_plan(plan: CrawlPlan, opts: Options) -> int:
     from crawlfleet.cli.progress import CrawlProgress, print_summary
     from crawlfleet.cli.views import crawl_summary
     from crawlfleet.runner import crawl as run_crawl
     from crawlfleet.urls import mask_credentials
 
     with CrawlProgress(plan.job or "", quiet=opts.quiet) as view:
-        report = await run_crawl(plan, view)
+        report = await run_crawl(plan, view, pool)
     s = plan.settings
     output = plan.output.path if plan.output else None
     lines = crawl_summary(report, store=mask_credentials(s.queue), raw=s.raw, output=output)

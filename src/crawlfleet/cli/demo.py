@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 import click
 
 from crawlfleet.cli.common import fail, options, run, settings, verbosity
+from crawlfleet.cli.crawl import with_workers
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
+    from crawlfleet.pool import WorkerPool
 
 
 @click.command()
@@ -48,7 +50,11 @@ def demo(ctx: click.Context, products: int, workers: int, output: str, workdir: 
         shutil.rmtree(base)
     overrides = {"queue": f"sqlite:///{base / 'queue.db'}", "store.raw": str(base / "warc")}
     s = settings(ctx, overrides)
-    sys.exit(run(_demo(ctx, s, overrides, products, workers, output)))
+
+    async def go(pool: WorkerPool) -> int:
+        return await _demo(ctx, s, overrides, products, workers, output, pool)
+
+    sys.exit(run(with_workers(workers, options(ctx), go)))
 
 
 async def _demo(
@@ -58,8 +64,9 @@ async def _demo(
     products: int,
     workers: int,
     output: str,
+    pool: WorkerPool,
 ) -> int:
-    from crawlfleet.cli.crawl import _run_plan, make_plan, output_of
+    from crawlfleet.cli.crawl import make_plan, output_of, run_plan
     from crawlfleet.demo.catalog import Catalog
     from crawlfleet.demo.server import Faults, start_demo_server
 
@@ -76,6 +83,6 @@ async def _demo(
             worker_overrides=overrides,
             output=output_of(output, None, overwrite=True),
         )
-        return await _run_plan(plan, options(ctx))
+        return await run_plan(plan, options(ctx), pool)
     finally:
         await server.cleanup()
