@@ -47,7 +47,7 @@ def test_fetch__status_verdict_and_headers_on_stderr_body_to_stdout_or_a_file(
 
     saved = run(["fetch", shop + "/nope", "-o", "page.html"], tmp_path, timeout=60)
     assert saved.returncode == 0
-    assert "404 Not Found" in saved.stderr and "crawlfleet sees: permanent_error" in saved.stderr
+    assert "404 Not Found" in saved.stderr and "crawlfleet sees: gone" in saved.stderr
     assert (tmp_path / "page.html").read_bytes() != b""
 
     down = run(["fetch", "http://127.0.0.1:1/"], tmp_path, timeout=60)

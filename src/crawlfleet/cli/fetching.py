@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from crawlfleet.config import Settings
-    from crawlfleet.fetch.http import FetchResult, FetchSettings
+    from crawlfleet.fetch.base import FetchResult
+    from crawlfleet.fetch.http import FetchSettings
     from crawlfleet.response import Response
     from crawlfleet.spider import Spider
 
@@ -85,7 +86,8 @@ async def fetch_page(
 ) -> Page:
     """Fetch ``url`` (or, with ``body``, take that saved page as its response, status 200)."""
     from crawlfleet.errors import FetchError
-    from crawlfleet.fetch.http import FetchResult, HttpFetcher
+    from crawlfleet.fetch.base import FetchRequest, FetchResult
+    from crawlfleet.fetch.http import HttpClient, HttpFetcher
 
     if urlsplit(url).scheme not in ("http", "https"):
         raise UsageError(f"{url!r} is not an http(s) URL")
@@ -94,11 +96,14 @@ async def fetch_page(
         result = FetchResult(url, 200, "OK", "HTTP/1.1", headers, body, 0.0, None, [])
         return _page(result, url, spider_cls)
     fs = fetch_settings(settings, url, spider_cls)
+    fetcher = HttpFetcher(HttpClient(fs))  # the fetcher port, as a worker's pool holds it
+    await fetcher.client.start()
     try:
-        async with HttpFetcher(fs) as fetcher:
-            result = await fetcher.fetch(url)
+        result = await fetcher.fetch(FetchRequest(url))
     except FetchError as exc:
         raise FetchFailed(f"cannot fetch {url}: {exc} ({exc.kind})") from None
+    finally:
+        await fetcher.close()
     return _page(result, url, spider_cls)
 
 

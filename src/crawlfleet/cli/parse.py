@@ -79,7 +79,8 @@ def _run(
     """The callback's output through the job runtime a worker uses, or its traceback."""
     import time
 
-    from crawlfleet.extract import JobRuntime, ParseError, Provenance
+    from crawlfleet.errors import ParseError
+    from crawlfleet.extract import JobRuntime, Provenance
     from crawlfleet.model import Job, JobState
     from crawlfleet.spiders import spider_instance
 

@@ -42,7 +42,8 @@ def status_line(s: JobStats) -> str:
     state = progress_word(s.state, finished(s))
     return (
         f"{s.job}: {state} · queued {s.queued} (+{s.waiting} waiting to retry, oldest "
-        f"{s.oldest_queued_age:.0f}s) · leased {s.leased} · done {s.done} · dead {s.dead}"
+        f"{s.oldest_queued_age:.0f}s) · leased {s.leased} · done {s.done} (gone {s.gone})"
+        f" · dead {s.dead}"
         f" · records {s.records} · quarantined {s.quarantined} · retried {s.retried}"
         f" · traps {s.traps} · duplicate content {s.duplicates}"
     )
@@ -107,7 +108,8 @@ def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | No
     lines.append(_headline(report))
     if not report.nothing_to_do:
         rate = report.fetched / report.elapsed if report.elapsed > 0 else 0.0
-        lines.append(f"  pages      {report.fetched:,} fetched ({rate:,.0f} pages/s)")
+        gone = f" · {s.gone:,} gone (404, 410...)" if s.gone else ""
+        lines.append(f"  pages      {report.fetched:,} fetched ({rate:,.0f} pages/s){gone}")
     lines.append(f"  records    {s.records:,} valid · {s.quarantined:,} quarantined")
     lines.append(
         f"  retried    {s.retried:,} requests (average retry depth {s.avg_retry_depth:.2f}) · "

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     "--kind",
     default="http",
     show_default=True,
-    help="Fetchers this worker offers (only http is implemented for now).",
+    metavar="KINDS",
+    help="Fetchers this worker runs, comma-separated; it leases only requests of those kinds "
+    "(http for now: the browser fetcher is not available yet).",
 )
 @click.option(
     "--spiders",
@@ -69,10 +71,11 @@ def worker(
         message = _wait_for_start()
         overrides.update(message.get("overrides", {}))
         job_list, exit_when_finished = message["jobs"], True
+    kinds = _kinds(kind)
     s = settings(ctx, overrides)
     if spiders and not _spiders_exist(spiders):
         fail(f"--spiders {spiders}: no such directory or importable module")
-    args = (s, job_list, exit_when_finished, worker_id, spiders, coordinated)
+    args = (s, job_list, exit_when_finished, worker_id, spiders, coordinated, kinds)
     profile = os.environ.get("CRAWLFLEET_PROFILE")  # a directory: write a cProfile per worker
     if not profile:
         run(_worker(*args))
@@ -92,6 +95,18 @@ def _wait_for_start() -> dict[str, Any]:
         sys.exit(0)
     message: dict[str, Any] = json.loads(line)
     return message
+
+
+def _kinds(value: str) -> tuple[str, ...]:
+    from crawlfleet.model import KINDS
+
+    kinds = tuple(k.strip() for k in value.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        fail(f"--kind {value}: choose from {', '.join(KINDS)}")
+    if "browser" in kinds:
+        fail("--kind browser: the browser fetcher is not available yet (--kind http)")
+    return kinds
 
 
 def _spiders_exist(where: str) -> bool:
@@ -114,6 +129,7 @@ async def _worker(
     worker_id: str | None,
     spiders: str | None,
     coordinated: bool,
+    kinds: tuple[str, ...],
 ) -> None:
     import logging
 
@@ -128,6 +144,7 @@ async def _worker(
             jobs=jobs,
             exit_when_finished=exit_when_finished,
             spiders=spiders,
+            kinds=kinds,
         )
         w.install_signal_handlers()
         if coordinated:  # the coordinator gone (stdin closed): drain, as on SIGTERM
