@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -196,7 +197,9 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
     name = plan.job or spider_cls.name
     intake = prepare(name, spider_ref(plan.spider), spider_cls, settings, plan.job_settings)
     if plan.output and plan.output.path != "-":
-        _check_writable(plan.output.path)
+        from crawlfleet.data.feeds import check_writable
+
+        check_writable(plan.output.path)
     await check_reachable([s.url for s in intake.seeds])
     await _check_raw_store(settings)
     store = open_frontier(settings.queue, pacing=settings.pacing_config())
@@ -379,7 +382,9 @@ class RecordTail:
     Reads from a little before its cursor every time (``MARGIN`` seconds): update times are the
     writers' clocks, and a transaction that took longer can commit after a later one. A record
     seen again with the same data is skipped; with other data it is counted (``changed``): the
-    file then holds its first version, and the caller decides (rewrite, or say so).
+    file then holds its first version, and the caller decides (rewrite, or say so). It keeps a
+    digest per record key written (memory grows with the records of one run: for jobs of
+    millions of records, ``crawlfleet export`` afterwards needs none).
     """
 
     MARGIN = 3.0
@@ -394,8 +399,6 @@ class RecordTail:
 
     async def poll(self) -> int:
         """Write the records stored since the last poll; returns how many were written."""
-        from crawlfleet.data.export import _dumps
-
         t = max(self.start[0], self.seen_until - self.MARGIN)
         after: RecordCursor = self.start if t == self.start[0] else (t, None)
         new = 0
@@ -404,7 +407,7 @@ class RecordTail:
             rows = []
             for updated_at, record in page:
                 self.seen_until = max(self.seen_until, updated_at)
-                digest = hash(_dumps(record.data))
+                digest = hash(json.dumps(record.data, sort_keys=True, default=str))
                 known = self.written.get(record.key)
                 if known is None:
                     rows.append(_row(record.data))
@@ -465,19 +468,6 @@ async def _finish_output(
     await asyncio.to_thread(again.feed.close)
     os.replace(rebuilt, output.path)
     report.written = again.feed.count
-
-
-def _check_writable(path: str) -> None:
-    from pathlib import Path
-
-    target = Path(path)
-    probe = target.with_name(target.name + ".probe")
-    try:
-        with open(probe, "wb"):
-            pass
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 async def _check_raw_store(settings: Settings) -> None:

@@ -346,3 +346,24 @@ def test_crawl_on_postgresql__records_stream_to_the_output_and_status_agrees(
     )
     jobs = run(["jobs", "--queue", pg_queue], tmp_path, timeout=60).stdout
     assert jobs.split("\t")[:2] == ["shop", "finished"]
+
+
+def test_crawl_killed_hard__its_workers_drain_and_exit_instead_of_crawling_on(
+    tmp_path: Path,
+) -> None:
+    db_path = tmp_path / ".crawlfleet" / "queue.db"
+    with demo_shop("--products", "300", "--slow", "1.0", "--slow-delay", "0.2") as base:
+        (tmp_path / "slow.py").write_text(SHOP.format(start=base + "/").replace("shop", "slow"))
+        proc = subprocess.Popen(
+            [*CRAWLFLEET, "crawl", "slow.py", "-w", "2", "-o", "slow.jsonl"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_for(lambda: _lines(tmp_path / "slow.jsonl") >= 10, 60, "the crawl under way")
+        assert len(workers_in(tmp_path)) == 2
+        proc.kill()  # the coordinator only: its workers see their stdin end
+        proc.wait()
+        wait_for(lambda: not workers_in(tmp_path), 30, "the orphaned workers to exit")
+    assert _leased(db_path) == 0, "the workers drained: what they held went back to the queue"
+    status = run(["status", "--json"], tmp_path, timeout=60)
+    (job,) = json.loads(status.stdout)
+    assert job["finished"] is False and job["queued"] > 0, "the crawl did not go on"

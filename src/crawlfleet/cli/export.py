@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -41,11 +41,10 @@ async def export(
 ) -> None:
     """Write a job's records to FILE: JSON lines (.jsonl), one JSON array (.json), CSV or
     Parquet. All or nothing: the file appears complete or not at all."""
-    from crawlfleet.data.feeds import feed_format
-    from crawlfleet.runner import _check_writable
+    from crawlfleet.data.feeds import check_writable, feed_format
 
     s = settings(ctx, {"queue": queue})
-    _check_writable(output)
+    check_writable(output)
     async with opened(s, create=False) as store:
         name = await one_job(store, job)
         n = await export_job(store, name, output, feed_format(output, fmt), quarantine, provenance)
@@ -58,11 +57,40 @@ async def export_job(
 ) -> int:
     import asyncio
 
-    from crawlfleet.data.export import export_records
+    from crawlfleet.data.export import Format, export_records
 
-    rows: list[Any]
-    if quarantine:
-        rows = [q async for q in store.iter_quarantine(job)]
-    else:
-        rows = [r async for r in store.iter_records(job)]
-    return await asyncio.to_thread(export_records, rows, fmt, output, provenance=provenance)  # type: ignore[arg-type]
+    source = store.iter_quarantine(job) if quarantine else store.iter_records(job)
+    rows: list[Any] = []
+    with _Reading(job) as reading:
+        async for row in source:
+            rows.append(row)
+            reading.count(len(rows))
+    fmt_ = cast("Format", fmt)  # one of FORMATS: click checked it, or feed_format chose it
+    return await asyncio.to_thread(export_records, rows, fmt_, output, provenance=provenance)
+
+
+class _Reading:
+    """A live count of the rows read, on a terminal (long exports show they move)."""
+
+    def __init__(self, job: str) -> None:
+        import sys
+
+        from rich.console import Console
+        from rich.status import Status
+
+        self.status = Status(f"reading {job}", console=Console(stderr=True))
+        self.tty = sys.stderr.isatty()
+        self.job = job
+
+    def __enter__(self) -> _Reading:
+        if self.tty:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tty:
+            self.status.stop()
+
+    def count(self, n: int) -> None:
+        if self.tty and n % 1000 == 0:
+            self.status.update(f"reading {self.job}: {n:,} rows")

@@ -36,7 +36,7 @@ from crawlfleet.data.export import (  # the row shape and cell rules of export, 
 )
 from crawlfleet.errors import UsageError
 
-__all__ = ["FEED_FORMATS", "Feed", "feed_format", "open_feed"]
+__all__ = ["FEED_FORMATS", "Feed", "check_writable", "feed_format", "open_feed"]
 
 FEED_FORMATS: Final = ("jsonl", "json", "csv", "parquet")
 STDOUT: Final = "-"
@@ -63,6 +63,18 @@ def feed_format(path: str, fmt: str | None) -> str:
         return fmt
     suffix = Path(path).suffix.lstrip(".").lower()
     return _SUFFIXES.get(suffix, suffix if suffix in FEED_FORMATS else "jsonl")
+
+
+def check_writable(path: str) -> None:
+    """Refuse, with one line, a file that cannot be written (before any work is done for it)."""
+    target = Path(path)
+    probe = target.with_name(target.name + ".probe")
+    try:
+        with open(probe, "wb"):
+            pass
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def open_feed(path: str, fmt: str, *, overwrite: bool) -> Feed:
