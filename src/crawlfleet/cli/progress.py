@@ -71,10 +71,10 @@ class CrawlProgress:
 
     def note(self, line: str) -> None:
         if self.quiet < 2:
-            console.print(line, markup=False, soft_wrap=True)
+            console.print(line, markup=False, emoji=False, soft_wrap=True)
 
     def worker_line(self, line: str) -> None:
-        console.print(line, markup=False, soft_wrap=True)
+        console.print(line, markup=False, emoji=False, soft_wrap=True)
 
 
 def print_summary(lines: list[str], quiet: int) -> None:
