@@ -24,8 +24,7 @@ def jobs(ctx: click.Context, queue: str | None) -> None:
     cancel  like pause, and the job counts as finished once nothing is in flight; its queued
             requests, records and dead letters stay in the store (status, export, dead)
     """
-    ctx.ensure_object(dict)
-    ctx.meta["jobs_queue"] = queue
+    ctx.meta["jobs_queue"] = queue  # `jobs --queue URL pause NAME` works too
     if ctx.invoked_subcommand is None:
         ctx.invoke(jobs_list, queue=queue)
 

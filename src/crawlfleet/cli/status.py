@@ -72,8 +72,12 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
 
     from crawlfleet.runner import is_finished
 
-    stats = [await store.stats(name) for name in names]
-    return [dict(asdict(st), finished=is_finished(st)) for st in stats]
+    out = []
+    for name in names:
+        st, activity = await store.stats(name), await store.job_activity(name)
+        reasons = dict(activity.dead_by_reason)
+        out.append(dict(asdict(st), finished=is_finished(st), dead_by_reason=reasons))
+    return out
 
 
 async def _lines(store: Frontier, names: list[str]) -> list[str]:
