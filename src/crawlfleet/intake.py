@@ -32,11 +32,22 @@ class Intake:
     seeds: list[NewRequest]
     spider_cls: type[Spider]
 
+    @property
+    def kinds(self) -> list[str]:
+        """The fetcher kinds its workers need (``worker --kind``): a browser where the spider
+        or a seed asks for one (``auto`` may escalate to it), else HTTP alone."""
+        from crawlfleet.model import KINDS, kind_of
 
-def seed_requests(requests: Iterable[Request]) -> list[NewRequest]:
+        wanted = {kind_of(s.fetcher) for s in self.seeds} | {"http"}
+        if self.spider_cls.fetcher in ("browser", "auto"):
+            wanted.add("browser")
+        return [k for k in KINDS if k in wanted]
+
+
+def seed_requests(requests: Iterable[Request], fetcher: str = "http") -> list[NewRequest]:
     """A spider's start requests as the store takes them: canonical URL, fingerprint (of URL,
-    method and body), domain, depth 0. Seeds are never filtered by scope. Raises UsageError for
-    a start URL that does not parse."""
+    method and body), domain, depth 0, the spider's ``fetcher`` where a request names none.
+    Seeds are never filtered by scope. Raises UsageError for a start URL that does not parse."""
     from crawlfleet.urls import canonicalize, fingerprint, host_of
 
     out = []
@@ -55,7 +66,7 @@ def seed_requests(requests: Iterable[Request]) -> list[NewRequest]:
                 meta=req.meta or None,
                 method=req.method,
                 body=req.body,
-                fetcher=req.fetcher,
+                fetcher=req.fetcher or fetcher,
                 max_attempts=req.max_attempts,
             )
         )
@@ -78,7 +89,7 @@ def prepare(
     settings.for_spider(spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
     spider = spider_instance(spider_cls)
     try:
-        seeds = seed_requests(spider.start_requests())
+        seeds = seed_requests(spider.start_requests(), spider_cls.fetcher)
     except UsageError:
         raise
     except Exception as exc:  # the spider's own code: its error, in one line

@@ -4,9 +4,10 @@ in the store, restarted when they crash, stopped by the coordinator's signals.
 * Each worker runs in a session (process group) of its own, so the terminal's Ctrl-C reaches
   the coordinator only, and the coordinator decides: drain (SIGTERM) or exit now (SIGKILL).
 * A worker starts importing while the coordinator loads the spider and opens the store; it
-  waits for one line on stdin (:meth:`WorkerPool.go`: the jobs to run and the settings
-  overrides), then leases. Its stdin stays a pipe from the coordinator: end of file means the
-  coordinator is gone, and the worker drains and exits (no crawl goes on as an orphan).
+  waits for one line on stdin (:meth:`WorkerPool.go`: the jobs to run, the settings
+  overrides and the fetcher kinds), then leases. Its stdin stays a pipe from the coordinator:
+  end of file means the coordinator is gone, and the worker drains and exits (no crawl goes on
+  as an orphan).
 * Its stderr comes through the coordinator (``on_line``), so log lines print above the
   progress display instead of through it.
 """

@@ -214,7 +214,7 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
                 f"job {name} is {job.state.value}: crawlfleet jobs resume {name}, then crawl again"
             )
         tail = _open_tail(store, name, plan.output, before)
-        report = await _run(store, pool, view, plan, name, tail)
+        report = await _run(store, pool, view, plan, name, tail, intake.kinds)
         await _finish_output(store, name, plan.output, tail, report)
         after = await store.job_activity(name)
         _account(report, before, after, plan.max_error_rate)
@@ -231,6 +231,7 @@ async def _run(
     plan: CrawlPlan,
     name: str,
     tail: RecordTail | None,
+    kinds: list[str],
 ) -> CrawlReport:
     started = time.monotonic()
     stats = await store.stats(name)
@@ -240,7 +241,7 @@ async def _run(
         return CrawlReport(name, stats, 0.0, nothing_to_do=True)
     _note_lease_holders(view, await store.job_activity(name), name)
     overrides = {"queue": plan.settings.queue, **plan.worker_overrides}
-    await pool.go({"jobs": [name], "overrides": overrides})
+    await pool.go({"jobs": [name], "overrides": overrides, "kinds": kinds})
     log.info("%d workers run job %s", pool.n, name)
     stop = _Stopper(pool, view, plan.settings.lease_ttl)
     last_tail = 0.0

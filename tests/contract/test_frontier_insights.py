@@ -99,6 +99,8 @@ async def test_delete_job__removes_the_job_and_everything_of_it_and_refuses_whil
     await frontier.fail([Failure(lease.ref, "boom", dead_reason=DeadReason.PARSE_ERROR)])
     (lease,) = await frontier.lease("w", 1, TTL, jobs=["gone"])
     await frontier.complete([Completion(lease.ref, 200, records=[rec("r")])])
+    await frontier.save_sessions("gone", [("direct", "s1", '{"id": "s1"}', False)])
+    assert await frontier.load_sessions("gone", "direct") == ['{"id": "s1"}']
 
     assert await frontier.delete_job("gone") == 4
     assert await frontier.get_job("gone") is None
@@ -110,6 +112,7 @@ async def test_delete_job__removes_the_job_and_everything_of_it_and_refuses_whil
     assert await frontier.enqueue("gone", urls(4)) == 4
     stats = await frontier.stats("gone")
     assert (stats.queued, stats.done, stats.dead, stats.records) == (4, 0, 0, 0)
+    assert await frontier.load_sessions("gone", "direct") == []
     assert (await frontier.stats("kept")).queued == 2
 
 

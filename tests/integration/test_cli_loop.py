@@ -97,7 +97,6 @@ def test_bad_job_names_and_unnamed_replays__one_line_errors(tmp_path: Path) -> N
         (["crawl", "x.py", "-o", "a.json", "-O", "b.json"], "error: -o and -O: choose one"),
         (["crowl", "x.py"], "Error: no such command 'crowl' (did you mean 'crawl'?)"),
         (["worker", "--kind", "ftp"], "error: --kind ftp: choose from http, browser"),
-        (["worker", "--kind", "http,browser"], "the browser fetcher is not available yet"),
     ):
         result = run(args, tmp_path, timeout=60)
         assert result.returncode == 2, args

@@ -54,8 +54,6 @@ def test_fetch__status_verdict_and_headers_on_stderr_body_to_stdout_or_a_file(
     assert down.returncode == 1
     assert down.stderr.startswith("error: cannot fetch http://127.0.0.1:1/: ")
     assert len(down.stderr.strip().splitlines()) == 1
-    browser = run(["fetch", shop + "/", "--browser"], tmp_path, timeout=60)
-    assert browser.returncode == 2 and "browser fetcher is not available yet" in browser.stderr
 
 
 def test_parse__records_with_their_verdict_and_the_links_it_would_follow(
@@ -145,3 +143,22 @@ def test_new__writes_a_spider_and_a_test_that_passes_on_the_saved_page(
     assert generated.returncode == 0, generated.stdout[-2000:]
     again = run(["new", "myshop", shop + "/", "--dir", "spiders"], tmp_path)
     assert again.returncode == 2 and "already there (--force replaces)" in again.stderr
+
+
+def test_parse_and_fetch_with_the_browser__see_the_rendered_page(tmp_path: Path, shop: str) -> None:
+    spider = write_spider(tmp_path / "shop.py", shop)
+    record = CATALOG.expected_records()[0]
+    page = f"{shop}/js/product/{record['sku']}"  # the product is drawn by a script
+    plain = run(["parse", page, "--spider", str(spider), "--json"], tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout)["records"] == [], "HTTP sees no product on a JS page"
+    rendered = run(["parse", page, "--spider", str(spider), "--json", "--browser"], tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    out = json.loads(rendered.stdout)
+    # the price is drawn after a delay the spider does not wait for: valid or quarantined
+    (seen,) = out["records"] + [q["data"] for q in out["quarantined"]]
+    assert (seen["sku"], seen["name"]) == (record["sku"], record["name"])
+    fetched = run(["fetch", page, "--browser", "-o", "dom.html"], tmp_path)
+    assert fetched.returncode == 0, fetched.stderr
+    assert "(rendered DOM " in fetched.stderr
+    assert f'data-category="{record["category"]}"' in (tmp_path / "dom.html").read_text()

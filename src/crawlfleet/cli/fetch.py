@@ -22,7 +22,11 @@ from crawlfleet.cli.common import fail, one_line_errors, pairs, run_loop, settin
     metavar="KEY=VALUE",
     help="Setting: worker.user_agent=..., DOWNLOAD_TIMEOUT=5, ... Repeatable.",
 )
-@click.option("--browser", is_flag=True, help="Fetch with the browser fetcher (not yet).")
+@click.option(
+    "--browser",
+    is_flag=True,
+    help="Fetch with the browser fetcher (the system's Chromium); the body is the rendered DOM.",
+)
 @click.pass_context
 @one_line_errors
 def fetch(
@@ -36,21 +40,19 @@ def fetch(
 ) -> None:
     """Fetch URL through crawlfleet's HTTP fetcher and show what a crawl would see.
 
-    The status line, the verdict a crawl would give the page (ok, blocked and why,
-    retryable_error...) and the headers go to stderr; the body
-    (decompressed) to stdout or --output.
+    The status line, the verdict a crawl would give the page (ok, blocked and why, gone,
+    retryable_error...) and the headers go to stderr; the body (decompressed; with --browser,
+    the rendered DOM a spider parses) to stdout or --output.
     Redirects, size caps and the address guard apply as in a crawl (the URL's own host may be
     loopback or private); robots.txt is not read.
     """
     from crawlfleet.cli.fetching import FetchFailed, describe, fetch_page, run_settings, tool_spider
 
-    if browser:
-        fail("the browser fetcher is not available yet: fetch uses HTTP (leave out --browser)")
     custom = pairs(set_, "-s")
     spider_cls = tool_spider(spider, {}, custom)
     s = settings(ctx, run_settings(custom))
     try:
-        page = run_loop(fetch_page(url, s, spider_cls))
+        page = run_loop(fetch_page(url, s, spider_cls, browser=browser))
     except FetchFailed as exc:
         fail(str(exc), code=1)
     click.echo(describe(page), err=True)
@@ -60,10 +62,10 @@ def fetch(
         return
     if output:
         try:
-            Path(output).write_bytes(page.result.body)
+            Path(output).write_bytes(page.response.body)
         except OSError as exc:
             fail(f"cannot write {output}: {exc.strerror or exc}")
-        click.echo(f"{len(page.result.body):,} bytes → {output}", err=True)
+        click.echo(f"{len(page.response.body):,} bytes → {output}", err=True)
     else:
-        sys.stdout.buffer.write(page.result.body)
+        sys.stdout.buffer.write(page.response.body)
         sys.stdout.buffer.flush()

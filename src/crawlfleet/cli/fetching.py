@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from crawlfleet.config import Settings
-    from crawlfleet.fetch.base import FetchResult
+    from crawlfleet.fetch.base import Fetcher, FetchResult
     from crawlfleet.fetch.http import FetchSettings
     from crawlfleet.response import Response
     from crawlfleet.spider import Spider
@@ -83,11 +83,12 @@ async def fetch_page(
     spider_cls: type[Spider] | None = None,
     *,
     body: bytes | None = None,
+    browser: bool = False,
 ) -> Page:
-    """Fetch ``url`` (or, with ``body``, take that saved page as its response, status 200)."""
+    """Fetch ``url`` with the HTTP fetcher, or the browser fetcher (``browser``, or a spider
+    whose ``fetcher`` is ``"browser"``), or take ``body`` as its response (a saved page)."""
     from crawlfleet.errors import FetchError
     from crawlfleet.fetch.base import FetchRequest, FetchResult
-    from crawlfleet.fetch.http import HttpClient, HttpFetcher
 
     if urlsplit(url).scheme not in ("http", "https"):
         raise UsageError(f"{url!r} is not an http(s) URL")
@@ -96,8 +97,8 @@ async def fetch_page(
         result = FetchResult(url, 200, "OK", "HTTP/1.1", headers, body, 0.0, None, [])
         return _page(result, url, spider_cls)
     fs = fetch_settings(settings, url, spider_cls)
-    fetcher = HttpFetcher(HttpClient(fs))  # the fetcher port, as a worker's pool holds it
-    await fetcher.client.start()
+    browser = browser or (spider_cls is not None and spider_cls.fetcher == "browser")
+    fetcher = await _open_fetcher(fs, browser)
     try:
         result = await fetcher.fetch(FetchRequest(url))
     except FetchError as exc:
@@ -107,13 +108,31 @@ async def fetch_page(
     return _page(result, url, spider_cls)
 
 
+async def _open_fetcher(fs: FetchSettings, browser: bool) -> Fetcher:
+    """The HTTP fetcher, or the browser fetcher on a Chromium of its own (with the same
+    address guard), started: the fetcher port, as a worker's pool holds them."""
+    from crawlfleet.fetch.http import HttpClient, HttpFetcher
+
+    if not browser:
+        http = HttpFetcher(HttpClient(fs))
+        await http.client.start()
+        return http
+    from crawlfleet.fetch.browser import BrowserFetcher, BrowserSettings
+
+    chromium = BrowserFetcher(BrowserSettings(), guard=fs)
+    await chromium.start()
+    return chromium
+
+
 def _page(result: FetchResult, url: str, spider_cls: type[Spider] | None) -> Page:
     from crawlfleet.policy.classify import classify
     from crawlfleet.response import Response
     from crawlfleet.urls import canonicalize
 
+    rendered = getattr(result, "rendered_html", None)  # a browser fetch: the DOM is the page
+    body = rendered.encode("utf-8", "surrogatepass") if rendered else result.body
     response = Response(
-        result.url, result.status, result.header_map, result.body, request_url=canonicalize(url)
+        result.url, result.status, result.header_map, body, request_url=canonicalize(url)
     )
     verdict = None
     if spider_cls is not None:
@@ -134,8 +153,9 @@ def describe(page: Page) -> str:
 
     r = page.result
     hops = f" · {len(r.redirects)} redirects" if r.redirects else ""
+    dom = f" (rendered DOM {len(page.response.body):,})" if getattr(r, "rendered_html", "") else ""
     verdict = page.outcome + (f" ({page.reason})" if page.reason else "")
     return (
-        f"{r.status} {r.reason} {mask_credentials(r.url)}{hops} · {len(r.body):,} bytes · "
+        f"{r.status} {r.reason} {mask_credentials(r.url)}{hops} · {len(r.body):,} bytes{dom} · "
         f"{r.elapsed:.2f}s · {r.http_version} · crawlfleet sees: {verdict}"
     )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 )
 @click.option("-a", "spider_args", multiple=True, metavar="NAME=VALUE", help="Spider argument.")
 @click.option("-s", "set_", multiple=True, metavar="KEY=VALUE", help="Setting (as for crawl).")
+@click.option("--browser", is_flag=True, help="Fetch with the browser (the spider's fetcher too).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
 @click.pass_context
 @async_command
@@ -39,9 +40,13 @@ async def parse(
     page: str | None,
     spider_args: tuple[str, ...],
     set_: tuple[str, ...],
+    browser: bool,
     as_json: bool,
 ) -> None:
     """Fetch URL (or take --page) and run one callback of the spider on it.
+
+    The page is fetched as the spider's fetcher would (the browser's rendered DOM for a spider
+    with fetcher = "browser", or with --browser).
 
     Prints the records with their verdict (valid, or quarantined with the validation errors)
     and the links the crawl would follow (in scope, not traps; robots.txt is not read). A
@@ -55,7 +60,7 @@ async def parse(
     s = settings(ctx, run_settings(custom))
     body = _read(page) if page else None
     try:
-        fetched = await fetch_page(url, s, spider_cls, body=body)
+        fetched = await fetch_page(url, s, spider_cls, body=body, browser=browser)
     except FetchFailed as exc:
         fail(str(exc), code=1)
     output, error = _run(fetched, spider_cls, s, callback)

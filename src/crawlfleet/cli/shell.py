@@ -27,6 +27,7 @@ crawlfleet shell · {status}
 @click.option("--spider", "spider_ref", metavar="SPIDER.py", help="Bind this spider as spider.")
 @click.option("-a", "spider_args", multiple=True, metavar="NAME=VALUE", help="Spider argument.")
 @click.option("-s", "set_", multiple=True, metavar="KEY=VALUE", help="Setting (as for crawl).")
+@click.option("--browser", is_flag=True, help="Fetch with the browser (the spider's fetcher too).")
 @click.option("--python", "plain", is_flag=True, help="The plain Python shell even with IPython.")
 @click.pass_context
 @one_line_errors
@@ -36,6 +37,7 @@ def shell(
     spider_ref: str | None,
     spider_args: tuple[str, ...],
     set_: tuple[str, ...],
+    browser: bool,
     plain: bool,
 ) -> None:
     """Fetch URL through crawlfleet's fetcher and open a Python shell (IPython if installed)
@@ -47,7 +49,7 @@ def shell(
     spider_cls = tool_spider(spider_ref, pairs(spider_args, "-a"), custom)
     s = settings(ctx, run_settings(custom))
     namespace: dict[str, Any] = {"spider": spider_instance(spider_cls) if spider_cls else None}
-    loader = _Loader(namespace, s, spider_cls)
+    loader = _Loader(namespace, s, spider_cls, browser)
     namespace["fetch"] = loader
     loader(url)
     if namespace.get("response") is None:
@@ -64,8 +66,10 @@ def shell(
 class _Loader:
     """``fetch(url)`` in the shell: fetches, rebinds ``response`` and ``request``."""
 
-    def __init__(self, namespace: dict[str, Any], s: Settings, spider: type[Spider] | None):
-        self.namespace, self.settings, self.spider = namespace, s, spider
+    def __init__(
+        self, namespace: dict[str, Any], s: Settings, spider: type[Spider] | None, browser: bool
+    ) -> None:
+        self.namespace, self.settings, self.spider, self.browser = namespace, s, spider, browser
         self.page: Page | None = None
         self.started = False  # in the shell: print each page's status line
 
@@ -75,7 +79,7 @@ class _Loader:
         from crawlfleet.spider import Request
 
         try:
-            self.page = run_loop(fetch_page(url, self.settings, self.spider))
+            self.page = run_loop(fetch_page(url, self.settings, self.spider, browser=self.browser))
         except (FetchFailed, UsageError) as exc:  # in the shell: say it, keep the session
             print(f"error: {exc}")
             return

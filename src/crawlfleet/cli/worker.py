@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     default="http",
     show_default=True,
     metavar="KINDS",
-    help="Fetchers this worker runs, comma-separated; it leases only requests of those kinds "
-    "(http for now: the browser fetcher is not available yet).",
+    help="Fetchers this worker runs, comma-separated (http, browser: the system's Chromium); "
+    "it leases only requests of those kinds.",
 )
 @click.option(
     "--spiders",
@@ -71,6 +71,7 @@ def worker(
         message = _wait_for_start()
         overrides.update(message.get("overrides", {}))
         job_list, exit_when_finished = message["jobs"], True
+        kind = ",".join(message.get("kinds", [kind]))
     kinds = _kinds(kind)
     s = settings(ctx, overrides)
     if spiders and not _spiders_exist(spiders):
@@ -88,8 +89,8 @@ def worker(
 
 
 def _wait_for_start() -> dict[str, Any]:
-    """The coordinator's one line: ``{"jobs": [...], "overrides": {...}}``; end of file (the
-    crawl stopped before it started) exits quietly."""
+    """The coordinator's one line: ``{"jobs": [...], "overrides": {...}, "kinds": [...]}``;
+    end of file (the crawl stopped before it started) exits quietly."""
     line = sys.stdin.readline()
     if not line.strip():
         sys.exit(0)
@@ -104,8 +105,6 @@ def _kinds(value: str) -> tuple[str, ...]:
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         fail(f"--kind {value}: choose from {', '.join(KINDS)}")
-    if "browser" in kinds:
-        fail("--kind browser: the browser fetcher is not available yet (--kind http)")
     return kinds
 
 

@@ -867,7 +867,7 @@ FROM jobs j
 WHERE r.state = 'dead' AND j.id = r.job_id
   AND ($2::text IS NULL OR j.name = $2) AND ($3::text IS NULL OR r.dead_reason = $3);
 
--- name: migration_0006_records_updated
+-- name: migration_0011_records_updated
 -- Records in update order per job, for readers that follow a crawl's records as they are
 -- stored (crawl -o streams them to its file): a range of this index per poll, not a scan and
 -- sort of every record of the job.
@@ -877,8 +877,8 @@ CREATE INDEX records_updated ON records (job_id, updated_at, key);
 SELECT count(*), count(*) FILTER (WHERE state = 'leased') FROM requests WHERE job_id = $1;
 
 -- name: delete_job
--- crawl --fresh: the job and everything of it (its WARC files are not the store's), in one
--- transaction; the attempts first, while the requests they belong to can still be found.
+-- crawl --fresh: the job and everything of it (its WARC files are not the store's), sessions
+-- and learned page types included (a new job gets a new id), in one transaction.
 WITH gone_attempts AS (
     DELETE FROM attempts WHERE request_id IN (SELECT id FROM requests WHERE job_id = $1)
 ), gone_content AS (
@@ -889,6 +889,10 @@ WITH gone_attempts AS (
     DELETE FROM records WHERE job_id = $1
 ), gone_quarantine AS (
     DELETE FROM quarantine WHERE job_id = $1
+), gone_sessions AS (
+    DELETE FROM sessions WHERE job_id = $1
+), gone_page_types AS (
+    DELETE FROM page_types WHERE job_id = $1
 )
 DELETE FROM requests WHERE job_id = $1;
 

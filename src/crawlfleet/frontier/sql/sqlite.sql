@@ -674,8 +674,8 @@ UPDATE requests SET state = 'queued', attempts = 0, ready_at = :now, dead_reason
     finished_at = NULL
 WHERE state = 'dead' AND id = :id;
 
--- name: migration_0006_records_updated
--- Schema version 6: records in update order per job, for readers that follow a crawl's records
+-- name: migration_0011_records_updated
+-- Schema version 11: records in update order per job, for readers that follow a crawl's records
 -- as they are stored (crawl -o streams them to its file): a range of this index per poll, not
 -- a scan and sort of every record of the job.
 CREATE INDEX IF NOT EXISTS records_updated ON records (job_id, updated_at, key);
@@ -684,13 +684,16 @@ CREATE INDEX IF NOT EXISTS records_updated ON records (job_id, updated_at, key);
 SELECT count(*), sum(state = 'leased') FROM requests WHERE job_id = ?;
 
 -- name: delete_job
--- crawl --fresh: the job and everything of it (its WARC files are not the store's), in one
--- transaction; the attempts first, while the requests they belong to can still be found.
+-- crawl --fresh: the job and everything of it (its WARC files are not the store's), sessions
+-- and learned page types included (a new job gets a new id), in one transaction; the attempts
+-- first, while the requests they belong to can still be found.
 DELETE FROM attempts WHERE request_id IN (SELECT id FROM requests WHERE job_id = :job_id);
 DELETE FROM content WHERE job_id = :job_id;
 DELETE FROM budgets WHERE job_id = :job_id;
 DELETE FROM records WHERE job_id = :job_id;
 DELETE FROM quarantine WHERE job_id = :job_id;
+DELETE FROM sessions WHERE job_id = :job_id;
+DELETE FROM page_types WHERE job_id = :job_id;
 DELETE FROM requests WHERE job_id = :job_id;
 DELETE FROM jobs WHERE id = :job_id;
 
