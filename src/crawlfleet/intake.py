@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawlfleet.errors import UsageError
-from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest
+from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ def prepare(
     )
     spec = JobSpec(
         name=name,
+        routes=_route_plans(settings, spider_cls),
         spider=spider_ref,
         settings={**(job_settings or {}), SPIDER_NAME: spider_cls.name},
         default_limits=DomainLimits(
@@ -119,6 +120,19 @@ def prepare(
         pattern_budget=traps.pattern_budget,
     )
     return Intake(spec, seeds, spider_cls)
+
+
+def _route_plans(settings: Settings, spider_cls: type[Spider]) -> tuple[RoutePlan, ...]:
+    """The routes the job's pools offer (``[[routes.pool]]``, the spider's ``route_pools``):
+    ids and terms, never proxy URLs. None configured: direct only."""
+    pools = settings.routes.pools
+    if pools is None and not spider_cls.route_pools:
+        return ()
+    from crawlfleet.routes.pools import RoutesConfig, route_plans
+
+    return route_plans(
+        pools or RoutesConfig(), spider=spider_cls.name, spider_pools=spider_cls.route_pools
+    )
 
 
 async def submit(store: Frontier, intake: Intake) -> tuple[Job, int]:

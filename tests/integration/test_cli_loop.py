@@ -129,6 +129,12 @@ REFUSED = {
         [],
         "Scrapy setting AUTOTHROTTLE_ENABLED is not supported: pacing is adaptive",
     ),
+    "pools.py": (
+        "class S(Spider):\n    name = 's'\n    start_urls = ['http://127.0.0.1:1/']\n"
+        "    route_pools = ['nope']\n",
+        [],
+        "no route pool named 'nope'",
+    ),
     "set.py": (
         "class S(Spider):\n    name = 's'\n    start_urls = ['http://127.0.0.1:1/']\n",
         ["-s", "ROBOTSTXT_OBEY=perhaps"],
@@ -366,3 +372,31 @@ def test_crawl_killed_hard__its_workers_drain_and_exit_instead_of_crawling_on(
     status = run(["status", "--json"], tmp_path, timeout=60)
     (job,) = json.loads(status.stdout)
     assert job["finished"] is False and job["queued"] > 0, "the crawl did not go on"
+
+
+def test_crawl_through_a_configured_proxy_pool__routes_reach_the_job_and_its_workers(
+    tmp_path: Path,
+) -> None:
+    from tests.integration.helpers import shop_stats
+    from tests.proxies import proxy_fleet
+
+    catalog = Catalog(20)
+    with proxy_fleet(tmp_path / "proxies", http=1, socks=0, auth=(0,)) as fleet:
+        proxy = fleet.http[0]
+        (tmp_path / "crawlfleet.toml").write_text(
+            f"[[routes.pool]]\nname = 'px'\nproxies = [{proxy.url!r}]\n"
+        )
+        with demo_shop("--products", "20") as base:
+            (tmp_path / "shop.py").write_text(
+                SHOP.format(start=base + "/") + "    route_pools = ['px']\n"
+            )
+            result = crawl(["shop.py", "-O", "records.jsonl", "-v"], tmp_path)
+            stats = shop_stats(base)
+    clients, robots = stats["clients"], stats["paths"].get("/robots.txt", 0)
+    # every page left through the proxy (robots.txt is the worker's own, over the direct route)
+    assert clients[proxy.source] == stats["requests"] - robots, clients
+    assert set(clients) <= {proxy.source, "127.0.0.1"}
+    assert sorted(r["sku"] for r in read_jsonl(tmp_path / "records.jsonl")) == sorted(
+        r["sku"] for r in catalog.expected_records()
+    )
+    assert proxy.password and proxy.password not in result.stderr + result.stdout

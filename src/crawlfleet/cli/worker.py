@@ -144,6 +144,7 @@ async def _worker(
             exit_when_finished=exit_when_finished,
             spiders=spiders,
             kinds=kinds,
+            routes=s.routes.pools,  # [[routes.pool]]: the proxies behind the routes' ids
         )
         w.install_signal_handlers()
         if coordinated:  # the coordinator gone (stdin closed): drain, as on SIGTERM
