@@ -1,3 +1,3 @@
 from crawlfleet.cli import main
 
-main()
+main(prog_name="crawlfleet")

@@ -1,8 +1,19 @@
-"""``crawlfleet crawl`` on one machine: submit the job, run N worker processes, watch, summarise.
+"""``crawlfleet crawl`` on one machine: submit the job, run N worker processes, watch, stream the
+records to the output, and say how it went.
 
 The coordinator holds no crawl state: it polls the store for progress, restarts a worker that
 died (its leases expire and are rescued by the others), and stops when the store says the job is
 finished: nothing queued, leased or waiting for a retry.
+
+Start-up is arranged for the time to the first request: the worker processes start first and
+import while the coordinator loads the spider, checks it and opens the store; they are told to
+run the job once it is submitted (:mod:`crawlfleet.pool`). Everything that can refuse the spider
+runs before the job is written (:mod:`crawlfleet.intake`), so a refused spider leaves no job.
+
+Signals (the workers have sessions of their own, so the terminal's reach the coordinator only):
+the first Ctrl-C (or SIGTERM, SIGHUP) drains — SIGTERM to every worker: no new leases, in-flight
+requests finish, the rest is given back; the second exits at once — SIGKILL, and the leases the
+workers held expire after ``lease_ttl``: the next ``crawl`` says it waits for them.
 """
 
 from __future__ import annotations
@@ -10,68 +21,109 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from crawlfleet.config import Settings
 from crawlfleet.errors import UsageError
-from crawlfleet.extract import JobRuntime, trap_rules
-from crawlfleet.frontier.ports import Frontier
-from crawlfleet.model import (
-    DomainLimits,
-    Job,
-    JobSpec,
-    JobState,
-    JobStats,
-)
-from crawlfleet.spider import Spider
-from crawlfleet.spiders import SPIDER_NAME
+from crawlfleet.model import JobState, JobStats
 
-SETTINGS_ENV = "CRAWLFLEET_SETTINGS_JSON"
+if TYPE_CHECKING:
+    from crawlfleet.config import Settings
+    from crawlfleet.data.feeds import Feed
+    from crawlfleet.frontier.ports import Frontier, Insights, JobActivity, RecordCursor
+    from crawlfleet.pool import WorkerPool
 
+__all__ = [
+    "CrawlPlan",
+    "CrawlReport",
+    "CrawlView",
+    "Output",
+    "RecordTail",
+    "check_reachable",
+    "crawl",
+    "is_finished",
+    "worker_pool",
+]
 
-def job_spec(
-    name: str,
-    spider_ref: str,
-    spider_cls: type[Spider],
-    settings: Settings,
-    overrides: Mapping[str, Any] | None = None,
-) -> JobSpec:
-    settings.for_spider(spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
-    rate = spider_cls.domain_rate
-    traps = trap_rules(spider_cls, settings)
-    return JobSpec(
-        name=name,
-        spider=spider_ref,
-        settings={**(overrides or {}), SPIDER_NAME: spider_cls.name},
-        default_limits=DomainLimits(
-            max_in_flight=spider_cls.domain_concurrency,
-            min_delay=1.0 / rate if rate else 0.0,
-        ),
-        domain_limits=dict(settings.domains),
-        max_attempts=spider_cls.max_attempts,
-        page_budget=traps.host_page_budget,
-        pattern_budget=traps.pattern_budget,
-    )
+log = logging.getLogger("crawlfleet.crawl")
+
+#: seconds between two looks at the job's progress
+POLL = 0.25
+#: seconds between two reads of new records for the output
+TAIL_EVERY = 1.0
 
 
-async def submit(frontier: Frontier, spec: JobSpec, spider_cls: type[Spider]) -> tuple[Job, int]:
-    """Register the job and its seeds; returns the job and how many seeds were new."""
-    job = await frontier.submit_job(spec)
-    try:
-        seeds = JobRuntime(job, spider_cls).seed_requests()
-    except ValueError as exc:
-        raise UsageError(f"bad start URL: {exc}") from None
-    if not seeds:
-        raise UsageError(f"spider {spider_cls.__name__} has no start_urls")
-    return job, await frontier.enqueue(job.name, seeds)
+class CrawlView(Protocol):
+    """What the user sees of a crawl (the command's progress display)."""
+
+    def update(self, stats: JobStats, elapsed: float) -> None: ...
+    def note(self, line: str) -> None: ...
+    def worker_line(self, line: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where records go: ``path`` (``-`` for stdout) in ``fmt``; ``overwrite`` (``-O``) replaces
+    the file with every record of the job, else (``-o``) this run's records are appended."""
+
+    path: str
+    fmt: str
+    overwrite: bool
+
+
+@dataclass(frozen=True)
+class CrawlPlan:
+    """What ``crawl`` was asked to do.
+
+    ``job_settings`` are stored with the job for every worker's loader (spider arguments, the
+    job's ``-s`` settings, overrides such as the demo's ``start_urls``); ``worker_overrides``
+    are settings the local workers apply over their own configuration (flags and ``-s``);
+    ``worker_argv`` the global options they are started with (``--config``, ``-v``/``-q``).
+    """
+
+    spider: str
+    settings: Settings
+    workers: int = 1
+    job: str | None = None
+    job_settings: Mapping[str, Any] = field(default_factory=dict)
+    worker_overrides: Mapping[str, Any] = field(default_factory=dict)
+    worker_argv: Sequence[str] = ()
+    output: Output | None = None
+    fresh: bool = False
+    max_error_rate: float | None = None  # None: fail only when every page failed
+
+
+@dataclass
+class CrawlReport:
+    """How a crawl went: the job's counts at the end and what this run added to them."""
+
+    job: str
+    stats: JobStats
+    elapsed: float
+    fetched: int = 0  # pages done in this run
+    parse_errors: int = 0  # pages of this run whose callback raised
+    dead: int = 0  # requests given up in this run
+    dead_by_reason: Mapping[str, int] = field(default_factory=dict)  # the job's, at the end
+    finished_at: float | None = None
+    nothing_to_do: bool = False
+    interrupted: str | None = None  # "drained" or "killed"
+    removed: int | None = None  # requests removed by --fresh
+    written: int = 0  # records written to the output by this run
+    changed: int = 0  # records that changed after they were written
+    notes: list[str] = field(default_factory=list)
+    failure: str | None = None  # why the crawl counts as failed (exit code 1)
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        return 1 if self.failure else 0
 
 
 def is_finished(stats: JobStats) -> bool:
@@ -87,7 +139,7 @@ def is_finished(stats: JobStats) -> bool:
     return stats.finished
 
 
-async def check_reachable(urls: list[str], timeout: float = 5.0) -> None:
+async def check_reachable(urls: Sequence[str], timeout: float = 5.0) -> None:
     """Fail fast, with one line, if a start URL's host cannot be reached at all."""
     seen: set[tuple[str, int]] = set()
     for url in urls:
@@ -110,104 +162,319 @@ async def check_reachable(urls: list[str], timeout: float = 5.0) -> None:
             await writer.wait_closed()
 
 
-@dataclass
-class WorkerPool:
-    """N ``crawlfleet worker`` processes for one job, restarted when they die."""
-
-    queue: str
-    job: str
-    n: int
-    settings_json: str
-    max_restarts: int = 50
-
-    def __post_init__(self) -> None:
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.restarts = 0
-
-    def _spawn(self, index: int) -> subprocess.Popen[bytes]:
-        cmd = [
-            sys.executable,
-            "-m",
-            "crawlfleet",
-            "worker",
-            "--queue",
-            self.queue,
-            "--job",
-            self.job,
-            "--exit-when-finished",
-        ]
-        env = dict(os.environ, **{SETTINGS_ENV: self.settings_json})
-        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
-
-    def start(self) -> None:
-        self.procs = [self._spawn(i) for i in range(self.n)]
-
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
-
-    def check(self, finished: bool) -> bool:
-        """Restart crashed workers; returns True when every worker has exited."""
-        alive = 0
-        for i, proc in enumerate(self.procs):
-            code = proc.poll()
-            if code is None:
-                alive += 1
-            elif code != 0 and not finished and self.restarts < self.max_restarts:
-                self.restarts += 1
-                self.procs[i] = self._spawn(i)
-                alive += 1
-        return alive == 0
-
-    def stop(self, timeout: float = 15.0) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for proc in self.procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+# -- the crawl ------------------------------------------------------------------------------------
 
 
-async def run_workers(
-    frontier: Frontier,
-    pool: WorkerPool,
-    on_progress: Callable[[JobStats, float], None],
-    poll: float = 0.25,
-) -> JobStats:
-    """Run the pool until the job is finished and every worker has exited."""
-    started = time.monotonic()
-    pool.start()
+def worker_pool(workers: int, worker_argv: Sequence[str]) -> WorkerPool:
+    """The local workers of a crawl, not started yet. Started first (``await pool.start()``),
+    they import while the coordinator loads the spider and opens the store; they learn the
+    queue and the job from :meth:`WorkerPool.go` (their settings file is the coordinator's)."""
+    from crawlfleet.pool import WorkerPool
+
+    return WorkerPool(workers, argv=worker_argv)
+
+
+async def crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool | None = None) -> CrawlReport:
+    """Run ``plan`` to the end (finished, interrupted, or an error raised as UsageError), with
+    ``pool`` if it was started already (see :func:`worker_pool`)."""
+    if pool is None:
+        pool = worker_pool(plan.workers, plan.worker_argv)
+        await pool.start()
+    pool.on_line = view.worker_line
     try:
-        while True:
-            await asyncio.sleep(poll)
-            stats = await frontier.stats(pool.job)
-            on_progress(stats, time.monotonic() - started)
-            finished = is_finished(stats)
-            if not pool.check(finished):
-                continue
-            if finished:
-                return stats
+        return await _crawl(plan, view, pool)
+    finally:
+        await pool.close()
+
+
+async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlReport:
+    from crawlfleet.frontier import open_frontier
+    from crawlfleet.intake import prepare, submit
+    from crawlfleet.spiders import configure, load_spider, spider_ref
+
+    settings = plan.settings
+    spider_cls = configure(load_spider(plan.spider), plan.job_settings)
+    name = plan.job or spider_cls.name
+    intake = prepare(name, spider_ref(plan.spider), spider_cls, settings, plan.job_settings)
+    if plan.output and plan.output.path != "-":
+        from crawlfleet.data.feeds import check_writable
+
+        check_writable(plan.output.path)
+    await check_reachable([s.url for s in intake.seeds])
+    await _check_raw_store(settings)
+    store = open_frontier(settings.queue, pacing=settings.pacing_config())
+    await store.open()
+    try:
+        removed = await _fresh(store, name) if plan.fresh else None
+        before = await _state(store, name)
+        job, added = await submit(store, intake)
+        log.info("job %s: %d start requests, %d new, in %r", name, len(intake.seeds), added, store)
+        if job.state is not JobState.RUNNING:
             raise UsageError(
-                f"all workers stopped but job {pool.job} is not finished "
+                f"job {name} is {job.state.value}: crawlfleet jobs resume {name}, then crawl again"
+            )
+        tail = _open_tail(store, name, plan.output, before)
+        report = await _run(store, pool, view, plan, name, tail, intake.kinds)
+        await _finish_output(store, name, plan.output, tail, report)
+        after = await store.job_activity(name)
+        _account(report, before, after, plan.max_error_rate)
+        report.removed = removed
+        return report
+    finally:
+        await store.close()
+
+
+async def _run(
+    store: Frontier,
+    pool: WorkerPool,
+    view: CrawlView,
+    plan: CrawlPlan,
+    name: str,
+    tail: RecordTail | None,
+    kinds: list[str],
+) -> CrawlReport:
+    started = time.monotonic()
+    stats = await store.stats(name)
+    if is_finished(stats):  # every seed was crawled before: no worker needed
+        if tail is not None:
+            await tail.poll()
+        return CrawlReport(name, stats, 0.0, nothing_to_do=True)
+    _note_lease_holders(view, await store.job_activity(name), name)
+    overrides = {"queue": plan.settings.queue, **plan.worker_overrides}
+    await pool.go({"jobs": [name], "overrides": overrides, "kinds": kinds})
+    log.info("%d workers run job %s", pool.n, name)
+    stop = _Stopper(pool, view, plan.settings.lease_ttl)
+    last_tail = 0.0
+    with stop.installed():
+        while True:
+            await stop.sleep(POLL)
+            stats = await store.stats(name)
+            view.update(stats, time.monotonic() - started)
+            if tail is not None and time.monotonic() - last_tail >= TAIL_EVERY:
+                last_tail = time.monotonic()
+                await tail.poll()
+            finished = is_finished(stats)
+            if not await pool.check(finished):
+                continue
+            if finished or stop.how:
+                break
+            raise UsageError(
+                f"all workers stopped but job {name} is not finished "
                 f"(restarted {pool.restarts} times); see the worker errors above"
             )
-    finally:
-        pool.stop()
+    stats = await store.stats(name)
+    view.update(stats, time.monotonic() - started)
+    return CrawlReport(name, stats, time.monotonic() - started, interrupted=stop.how)
 
 
-def settings_json(settings: Settings) -> str:
-    data = {k: v for k, v in vars(settings).items() if k != "domains"}
-    data["domains"] = {d: [v.max_in_flight, v.min_delay] for d, v in settings.domains.items()}
-    return json.dumps(data)
+class _Stopper:
+    """The coordinator's signals: the first drains the workers, the second kills them."""
+
+    def __init__(self, pool: WorkerPool, view: CrawlView, lease_ttl: float) -> None:
+        self.pool, self.view, self.lease_ttl = pool, view, lease_ttl
+        self.how: str | None = None
+        self._woken = asyncio.Event()
+
+    @contextlib.contextmanager
+    def installed(self) -> Any:
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        for sig in signals:
+            loop.add_signal_handler(sig, self.signal)
+        try:
+            yield self
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    def signal(self) -> None:
+        self._woken.set()
+        if self.how is None:
+            self.how = "drained"
+            n = self.pool.terminate()
+            self.view.note(
+                f"stopping: {n} workers finish the requests in flight and give the rest back "
+                "(Ctrl-C again to exit now)"
+            )
+            return
+        self.how = "killed"
+        self.pool.kill()
+        self.view.note(
+            f"exiting now: the workers' leases expire within {self.lease_ttl:g}s; the next crawl "
+            "waits for them"
+        )
+
+    async def sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), seconds)
+        self._woken.clear()
 
 
-def settings_from_env(base: Settings) -> Settings:
-    raw = os.environ.get(SETTINGS_ENV)
-    if not raw:
-        return base
-    data = json.loads(raw)
-    domains = {d: DomainLimits(*v) for d, v in data.pop("domains", {}).items()}
-    return base.with_overrides(data).with_overrides({"domains": domains})
+def _note_lease_holders(view: CrawlView, activity: JobActivity, name: str) -> None:
+    """Say so when leases of another run are still live: the crawl waits for them to expire."""
+    now = time.time()
+    holders = [h for h in activity.holders if h.expires_at > now]
+    if not holders:
+        return
+    leases = sum(h.leases for h in holders)
+    wait = max(h.expires_at for h in holders) - now
+    who = ", ".join(h.worker for h in holders[:3]) + (", ..." if len(holders) > 3 else "")
+    view.note(
+        f"waiting for {leases} leases of job {name} held by other workers ({who}) to expire: "
+        f"up to {wait:.0f}s (a crawl that exited hard leaves its leases until then)"
+    )
+
+
+async def _fresh(store: Frontier, name: str) -> int:
+    """``--fresh``: the job's data goes (its WARC files stay); refuses while it is leased."""
+    from crawlfleet.errors import StoreError
+
+    try:
+        return await store.delete_job(name)
+    except StoreError as exc:
+        raise UsageError(f"cannot start {name} afresh: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _Before:
+    stats: JobStats | None
+    activity: JobActivity | None
+
+
+async def _state(store: Frontier, name: str) -> _Before:
+    if await store.get_job(name) is None:
+        return _Before(None, None)
+    return _Before(await store.stats(name), await store.job_activity(name))
+
+
+def _account(
+    report: CrawlReport, before: _Before, after: JobActivity, max_error_rate: float | None
+) -> None:
+    """What this run added to the job's counts, and whether the crawl failed."""
+    b_stats, b_act = before.stats, before.activity
+    report.fetched = report.stats.done - (b_stats.done if b_stats else 0)
+    report.dead = report.stats.dead - (b_stats.dead if b_stats else 0)
+    errors_before = b_act.dead_by_reason.get("parse_error", 0) if b_act else 0
+    report.parse_errors = after.dead_by_reason.get("parse_error", 0) - errors_before
+    report.dead_by_reason = after.dead_by_reason
+    report.finished_at = after.finished_at
+    if report.interrupted or report.nothing_to_do:
+        return
+    pages = report.fetched + report.parse_errors
+    if report.parse_errors and pages:
+        share = report.parse_errors / pages
+        if max_error_rate is None and share >= 1.0:
+            report.failure = f"every page ({pages}) failed in the spider"
+        elif max_error_rate is not None and share > max_error_rate:
+            report.failure = (
+                f"{share:.0%} of the pages failed in the spider (more than --max-error-rate "
+                f"{max_error_rate:g})"
+            )
+    if report.failure is None and report.fetched == 0 and report.dead > 0:
+        report.failure = f"no page was fetched: all {report.dead} requests were given up"
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+class RecordTail:
+    """Follows a job's records in the store and writes each one once to a feed.
+
+    Reads from a little before its cursor every time (``MARGIN`` seconds): update times are the
+    writers' clocks, and a transaction that took longer can commit after a later one. A record
+    seen again with the same data is skipped; with other data it is counted (``changed``): the
+    file then holds its first version, and the caller decides (rewrite, or say so). It keeps a
+    digest per record key written (memory grows with the records of one run: for jobs of
+    millions of records, ``crawlfleet export`` afterwards needs none).
+    """
+
+    MARGIN = 3.0
+    PAGE = 1000
+
+    def __init__(self, store: Insights, job: str, feed: Feed, start: RecordCursor) -> None:
+        self.store, self.job, self.feed = store, job, feed
+        self.start = start
+        self.seen_until = start[0]
+        self.written: dict[str, int] = {}
+        self.changed = 0
+
+    async def poll(self) -> int:
+        """Write the records stored since the last poll; returns how many were written."""
+        t = max(self.start[0], self.seen_until - self.MARGIN)
+        after: RecordCursor = self.start if t == self.start[0] else (t, None)
+        new = 0
+        while True:
+            page = await self.store.records_since(self.job, after, self.PAGE)
+            rows = []
+            for updated_at, record in page:
+                self.seen_until = max(self.seen_until, updated_at)
+                digest = hash(json.dumps(record.data, sort_keys=True, default=str))
+                known = self.written.get(record.key)
+                if known is None:
+                    rows.append(_row(record.data))
+                elif known != digest:
+                    self.changed += 1
+                self.written[record.key] = digest
+            if rows:
+                await asyncio.to_thread(self.feed.write, rows)
+                new += len(rows)
+            if len(page) < self.PAGE:
+                return new
+            after = (page[-1][0], page[-1][1].key)
+
+
+def _row(data: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(data) if isinstance(data, Mapping) else {"_data": data}
+
+
+def _open_tail(
+    store: Frontier, name: str, output: Output | None, before: _Before
+) -> RecordTail | None:
+    """The output's feed and where it starts: every record of the job when overwriting, what
+    comes after the job's newest record when appending (this run's records)."""
+    if output is None:
+        return None
+    from crawlfleet.data.feeds import open_feed
+
+    feed = open_feed(output.path, output.fmt, overwrite=output.overwrite)
+    newest = before.activity.records_updated_at if before.activity else None
+    start: RecordCursor = (0.0, "") if output.overwrite or newest is None else (newest, None)
+    return RecordTail(store, name, feed, start)
+
+
+async def _finish_output(
+    store: Frontier, name: str, output: Output | None, tail: RecordTail | None, report: CrawlReport
+) -> None:
+    """The last records, the feed closed; a replaced file whose records changed after they
+    were written is rebuilt from the store (it then equals ``crawlfleet export``)."""
+    if output is None or tail is None:
+        return
+    from crawlfleet.data.feeds import open_feed
+
+    await tail.poll()
+    await asyncio.to_thread(tail.feed.close)
+    report.written, report.changed = tail.feed.count, tail.changed
+    report.notes.extend(tail.feed.notes)
+    if not tail.changed:
+        return
+    if not output.overwrite or output.path == "-":
+        report.notes.append(
+            f"{tail.changed} records changed after they were written to {output.path}: "
+            f"crawlfleet export --job {name} has their last version"
+        )
+        return
+    rebuilt = f"{output.path}.rebuild"
+    again = RecordTail(store, name, open_feed(rebuilt, output.fmt, overwrite=True), (0.0, ""))
+    await again.poll()
+    await asyncio.to_thread(again.feed.close)
+    os.replace(rebuilt, output.path)
+    report.written = again.feed.count
+
+
+async def _check_raw_store(settings: Settings) -> None:
+    """Fail with one line before the job is written if the raw store cannot work (no bucket)."""
+    from crawlfleet.data.rawstore import open_raw_store
+
+    store = open_raw_store(settings.raw, s3_endpoint=settings.s3_endpoint, spool=settings.raw_spool)
+    await asyncio.to_thread(store.open)
+    await asyncio.to_thread(store.close)

@@ -136,7 +136,11 @@ class Spider:
     * Trap guards: ``max_depth``, ``max_url_length``, ``max_repeated_segments``,
       ``host_page_budget`` (requests per host), ``pattern_budget`` (requests per URL shape); a
       link over one of them is kept as ``dead(trap)``, never fetched.
-    * ``custom_settings``: per-spider overrides of worker settings.
+    * ``custom_settings``: settings of this spider's jobs: crawlfleet's per-job keys
+      (``worker.fetch_timeout``...), spider attributes, and Scrapy's names where crawlfleet has
+      an equivalent (``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS``...; others are refused).
+    * Arguments (``crawl -a name=value``) are passed to ``__init__`` as keyword arguments, and
+      the default ``__init__`` makes them attributes, as in Scrapy.
     * ``skip_duplicate_content``: do not parse a page whose body this worker already parsed under
       another URL. Off by default, and right only when a page's records and links do not depend on
       its URL (relative links, ``response.url``, records keyed by page): every fetched page is
@@ -165,6 +169,10 @@ class Spider:
     max_repeated_segments: ClassVar[int | None] = None
     host_page_budget: ClassVar[int | None] = None
     pattern_budget: ClassVar[int | None] = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        for name, value in kwargs.items():
+            setattr(self, name, value)
 
     def start_requests(self) -> Iterable[Request]:
         for url in self.start_urls:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crawlfleet.errors import SpiderLoadError
+from crawlfleet.errors import ConfigError, SpiderLoadError
 from crawlfleet.model import Job
 from crawlfleet.spider import Spider
 
@@ -149,12 +149,19 @@ def spider_ref(ref: str) -> str:
     return ref
 
 
-#: the key, in a job's stored settings, of its spider's ``name`` (how ``--spiders`` finds it)
+#: keys of a job's stored settings, set at submit time and applied by every worker's loader:
+#: the spider's ``name`` (how ``--spiders`` finds it), its arguments (``crawl -a name=value``:
+#: keyword arguments of its ``__init__``) and the job's settings (``-s KEY=VALUE``: applied
+#: over the spider's ``custom_settings``)
 SPIDER_NAME = "spider_name"
+SPIDER_ARGS = "spider_args"
+JOB_SETTINGS = "custom_settings"
+#: spider attributes a job may override (the demo points its spider at its own server)
+_OVERRIDABLE = ("start_urls", "allowed_domains")
 
 
 def load_job_spider(job: Job, spiders: str | None) -> type[Spider]:
-    """A job's spider, with its stored overrides applied.
+    """A job's spider, configured as the job was submitted (:func:`configure`).
 
     With ``spiders`` (a worker's ``--spiders``), the spider is found there by its name (stored at
     submit time; the job's name for jobs that predate it): the stored reference is a path on the
@@ -169,8 +176,54 @@ def load_job_spider(job: Job, spiders: str | None) -> type[Spider]:
 
 
 def configure(spider_cls: type[Spider], settings: Mapping[str, Any]) -> type[Spider]:
-    """Apply a job's stored overrides (e.g. ``start_urls`` chosen at submit time)."""
-    attrs = {k: settings[k] for k in ("start_urls", "allowed_domains") if k in settings}
+    """``spider_cls`` as a job runs it: a subclass with the job's overrides (``start_urls``,
+    ``allowed_domains``), its settings (``custom_settings`` and the job's ``-s``, the keys that
+    are spider attributes set as attributes: ``DOWNLOAD_DELAY`` becomes ``domain_rate``...) and
+    its arguments bound to ``__init__`` (so ``spider_cls()`` gets them, as in Scrapy).
+
+    Raises :class:`~crawlfleet.errors.ConfigError` (one line) for a setting that does not map.
+    """
+    from crawlfleet.custom_settings import split_custom_settings
+
+    attrs: dict[str, Any] = {k: settings[k] for k in _OVERRIDABLE if k in settings}
+    job_custom = settings.get(JOB_SETTINGS) or {}
+    custom = {**spider_cls.custom_settings, **job_custom}
+    try:
+        attrs.update(split_custom_settings(custom).attributes)
+    except ConfigError as exc:
+        raise ConfigError(f"spider {spider_cls.name or spider_cls.__name__}: {exc}") from None
+    if job_custom:
+        attrs["custom_settings"] = custom
+    args = dict(settings.get(SPIDER_ARGS) or {})
+    if args:
+        attrs["__init__"] = _bind_args(spider_cls, args)
+        attrs["spider_args"] = args
     if not attrs:
         return spider_cls
+    attrs.setdefault("__module__", spider_cls.__module__)
+    attrs["__qualname__"] = spider_cls.__qualname__
     return type(spider_cls.__name__, (spider_cls,), attrs)
+
+
+def _bind_args(spider_cls: type[Spider], args: Mapping[str, Any]) -> Any:
+    init = spider_cls.__init__
+
+    def __init__(self: Spider, *a: Any, **kw: Any) -> None:
+        init(self, *a, **{**args, **kw})
+
+    return __init__
+
+
+def spider_instance(spider_cls: type[Spider]) -> Spider:
+    """``spider_cls()`` (arguments bound by :func:`configure`), its errors as one line: a
+    spider whose ``__init__`` refuses its arguments or raises is refused at start."""
+    try:
+        return spider_cls()
+    except TypeError as exc:
+        given = ", ".join(getattr(spider_cls, "spider_args", {})) or "none"
+        raise SpiderLoadError(
+            f"spider {spider_cls.__name__} cannot be created with arguments ({given}): {exc}"
+        ) from None
+    except Exception as exc:
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise SpiderLoadError(f"spider {spider_cls.__name__}.__init__ failed: {line}") from None

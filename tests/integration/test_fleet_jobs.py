@@ -214,7 +214,9 @@ def test_worker__spiders_that_do_not_exist__one_line_error(tmp_path: Path, where
 
 def test_every_command_has_help() -> None:
     def walk(group: click.Group, path: list[str]) -> Iterator[list[str]]:
-        for name, command in group.commands.items():
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
             yield [*path, name]
             if isinstance(command, click.Group):
                 yield from walk(command, [*path, name])

@@ -32,7 +32,7 @@ def test_load_settings__file_then_environment_then_flags(
     [
         ("bogus = 1\n", "unknown key 'bogus'"),
         ("[worker]\nspeed = 3\n", "unknown key worker.speed"),
-        ("[worker]\nconcurrency = 'many'\n", "is not a int"),
+        ("[worker]\nconcurrency = 'many'\n", "worker.concurrency must be an integer, not 'many'"),
         ("[worker\n", "cannot read"),
     ],
 )
@@ -47,11 +47,11 @@ def test_load_settings__bad_file_is_one_clear_error(
 
 def test_check__refuses_a_lease_shorter_than_the_fetch_timeout() -> None:
     with pytest.raises(ConfigError, match="lease_ttl"):
-        Settings(lease_ttl=10, fetch_timeout=30).check()
+        Settings.of(lease_ttl=10, fetch_timeout=30).check()
 
 
 def test_for_spider__a_spider_cannot_outlast_its_lease_through_custom_settings() -> None:
-    base = Settings(lease_ttl=60, fetch_timeout=30)
+    base = Settings.of(lease_ttl=60, fetch_timeout=30)
     assert base.for_spider({"fetch_timeout": 45, "DOWNLOAD_DELAY": 1}, "shop").fetch_timeout == 45
     with pytest.raises(ConfigError, match=r"^spider shop: lease_ttl"):
         base.for_spider({"fetch_timeout": 90}, "shop")
@@ -71,3 +71,102 @@ def test_pacing__the_documented_keys_load_and_bad_values_are_one_clear_error(
     config.write_text("[pacing]\nrecover_factor = 1.5\n")
     with pytest.raises(ConfigError, match=r"\[pacing\]: recover_factor must be in \(0, 1\)"):
         load_settings(config).check()
+
+
+# -- typed sections ---------------------------------------------------------------------------
+
+
+def test_settings__sections_hold_typed_values_and_the_shorthands_read_them(tmp_path: Path) -> None:
+    config = tmp_path / "crawlfleet.toml"
+    config.write_text(
+        "[store]\nraw = 'warc-here'\n[worker]\nfetch_timeout = 5\nuser_agent = 'me/1'\n"
+        "[retry]\nbase = 1\n[pacing]\nmax_delay = 7\nrobots_recheck = 3\n"
+        "[traps]\nmax_depth = false\nhost_page_budget = 9\n[control]\nport = 9999\n"
+    )
+    s = load_settings(config)
+    assert (s.store.raw, s.raw) == ("warc-here", "warc-here")
+    assert s.worker.fetch_timeout == 5.0 and isinstance(s.worker.fetch_timeout, float)
+    assert (s.user_agent, s.retry_base, s.robots_recheck) == ("me/1", 1.0, 3.0)
+    assert s.pacing_config().max_delay == 7.0
+    assert (s.trap_rules().max_depth, s.trap_rules().host_page_budget) == (None, 9)
+    assert s.control.port == 9999
+
+
+def test_trap_defaults__are_the_documented_ones() -> None:
+    rules = Settings().trap_rules()
+    assert (rules.max_depth, rules.host_page_budget, rules.pattern_budget) == (50, 100_000, 10_000)
+    assert (rules.max_url_length, rules.max_repeated_segments) == (2083, 2)
+    # a spider's own attribute wins over the section
+    assert Settings().trap_rules(max_depth=3, pattern_budget=None).max_depth == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[workers]\nconcurrency = 2\n",
+            r"unknown section \[workers\] \(did you mean 'worker'\?\)",
+        ),
+        (
+            "[worker]\nconcurency = 2\n",
+            r"unknown key worker.concurency \(did you mean 'worker.concurrency'",
+        ),
+        ("[pacing]\nmax_dely = 2\n", r"did you mean 'pacing.max_delay'"),
+        ("[pacing]\nmin_delay = 2\n", r"unknown key pacing.min_delay"),  # per domain, not here
+        ("[traps]\nmax_depth = 'deep'\n", r"traps.max_depth must be an integer \(or false"),
+        ("queu = 'x'\n", r"unknown key 'queu' \(did you mean 'queue'\?\)"),
+        ("[domains.'a.test']\nrates = 2\n", r"unknown key domains.'a.test'.rates"),
+        ("[routes]\n[[routes.pool]]\nname = 'x'\n", r"routes.pool\[0\] \(x\): no proxies"),
+        ("[[routes.pool]]\nname = 'p'\nproxy = 'http://a:1'\n", r"routes.pool\[0\]"),
+    ],
+)
+def test_load_settings__unknown_names_and_bad_values_name_the_nearest_known_one(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    config = tmp_path / "crawlfleet.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(config)
+
+
+def test_settings__every_repr_masks_passwords_and_tokens(tmp_path: Path) -> None:
+    config = tmp_path / "crawlfleet.toml"
+    config.write_text(
+        "queue = 'postgresql://crawl:hunter2@db/crawl'\n[control]\ntoken = 's3cret-token'\n"
+        "[[routes.pool]]\nname = 'dc'\nproxies = ['http://user:pr0xypass@10.0.0.1:3128']\n"
+    )
+    s = load_settings(config)
+    shown = repr(s) + str(s) + repr(s.control) + repr(s.routes)
+    for secret in ("hunter2", "s3cret-token", "pr0xypass"):
+        assert secret not in shown
+    assert "crawl:[secure]@db" in shown and "'[secure]'" in repr(s.control)
+    assert s.queue.endswith("hunter2@db/crawl")  # the value itself is intact
+    assert s.routes.pools is not None and s.routes.pools.names == ["direct", "dc"]
+
+
+def test_with_overrides__strings_are_converted_dotted_and_bare_keys_both_work() -> None:
+    s = Settings.of(**{"worker.concurrency": "8", "lease_ttl": "90", "traps.max_depth": "off"})
+    assert (s.concurrency, s.lease_ttl, s.traps.max_depth) == (8, 90.0, None)
+    assert Settings.of(**{"pacing.max_delay": "2.5"}).pacing.max_delay == 2.5
+    with pytest.raises(ConfigError, match=r"unknown setting 'concurency' \(did you mean"):
+        Settings.of(concurency="3")
+    with pytest.raises(ConfigError, match=r"worker\.concurrency must be an integer, not 'many'"):
+        Settings.of(**{"worker.concurrency": "many"})
+
+
+def test_for_spider__maps_scrapy_names_and_refuses_what_has_no_equivalent() -> None:
+    base = Settings()
+    s = base.for_spider(
+        {"DOWNLOAD_TIMEOUT": 12, "USER_AGENT": "bot/2", "CONCURRENT_REQUESTS": 16}, "shop"
+    )
+    assert (s.fetch_timeout, s.user_agent, s.concurrency) == (12.0, "bot/2", 16)
+    with pytest.raises(ConfigError, match=r"^spider shop: Scrapy setting AUTOTHROTTLE_ENABLED"):
+        base.for_spider({"AUTOTHROTTLE_ENABLED": True}, "shop")
+    with pytest.raises(
+        ConfigError, match=r"unknown Scrapy setting DOWNLOAD_DELAYS .*DOWNLOAD_DELAY"
+    ):
+        base.for_spider({"DOWNLOAD_DELAYS": 1}, "shop")
+    with pytest.raises(ConfigError, match=r"pacing.max_delay is a fleet-wide setting"):
+        base.for_spider({"pacing.max_delay": 3}, "shop")
+    with pytest.raises(ConfigError, match="unknown setting 'fetch_timout'"):
+        base.for_spider({"fetch_timout": 3}, "shop")

@@ -1,4 +1,4 @@
-"""The frontier: the contract (:mod:`.base`) and its backends, chosen by the queue URL."""
+"""The frontier: the store's ports (:mod:`.ports`) and their backends, chosen by the queue URL."""
 
 from __future__ import annotations
 
@@ -20,12 +20,18 @@ _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
 def open_frontier(
-    url: str, *, clock: Callable[[], float] = time.time, pacing: PacingConfig | None = None
+    url: str,
+    *,
+    clock: Callable[[], float] = time.time,
+    pacing: PacingConfig | None = None,
+    create: bool = True,
 ) -> Frontier:
     """The frontier a queue URL names (not opened yet: ``await frontier.open()``).
 
     ``pacing`` is how the store adapts each domain's pace to the outcomes it is told about
-    (``[pacing]`` in crawlfleet.toml; the defaults suit most sites).
+    (``[pacing]`` in crawlfleet.toml; the defaults suit most sites). With ``create=False`` the
+    store must exist already: ``open()`` raises a one-line :class:`UsageError` naming the store
+    it looked for instead of creating one (what the read-only commands use).
 
     * ``sqlite:///relative/queue.db``, ``sqlite:////abs/queue.db`` or a bare path ending in
       ``.db`` → the embedded SQLite store;
@@ -38,16 +44,16 @@ def open_frontier(
             raise ConfigError(f"queue URL {url!r} names no file: use sqlite:///path/queue.db")
         from crawlfleet.frontier.sqlite import SQLiteFrontier
 
-        return SQLiteFrontier(path[1:], clock=clock, pacing=pacing)
+        return SQLiteFrontier(path[1:], clock=clock, pacing=pacing, create=create)
     if url.startswith(("postgresql://", "postgres://")):
         from crawlfleet.frontier.postgres import PostgresFrontier
 
         dsn, schema = _split_schema(url)
-        return PostgresFrontier(dsn, clock=clock, schema=schema, pacing=pacing)
+        return PostgresFrontier(dsn, clock=clock, schema=schema, pacing=pacing, create=create)
     if "://" not in url and url.endswith(_SQLITE_SUFFIXES):
         from crawlfleet.frontier.sqlite import SQLiteFrontier
 
-        return SQLiteFrontier(url, clock=clock, pacing=pacing)
+        return SQLiteFrontier(url, clock=clock, pacing=pacing, create=create)
     raise ConfigError(
         f"unsupported queue URL {mask_credentials(url)!r}: use sqlite:///path/queue.db, "
         "a path ending in .db, or postgresql://user@host:5432/database"

@@ -38,7 +38,7 @@ Rules every backend keeps (the contract suite in ``tests/contract`` checks each 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,7 +62,18 @@ from crawlfleet.model import (
 )
 from crawlfleet.policy.pacing import PacingState
 
-__all__ = ["DomainState", "Frontier", "Insights", "Jobs", "LaneState", "Pacing", "Queue"]
+__all__ = [
+    "DomainState",
+    "Frontier",
+    "Insights",
+    "JobActivity",
+    "Jobs",
+    "LaneState",
+    "LeaseHolder",
+    "Pacing",
+    "Queue",
+    "RecordCursor",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +92,37 @@ class DomainState:
 
 
 LaneState = DomainState
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseHolder:
+    """A worker holding leases of a job: how many, and when the last of them expires."""
+
+    worker: str
+    leases: int
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobActivity:
+    """What a job did and holds, beyond its counts (:class:`~crawlfleet.model.JobStats`).
+
+    ``finished_at``: when the last of its requests finished (done or dead; None if none did).
+    ``dead_by_reason``: its dead requests by :class:`~crawlfleet.model.DeadReason` value.
+    ``holders``: the workers holding its leases now (a hard exit leaves them until they expire).
+    ``records_updated_at``: the newest record's update time (None: no record): where a reader
+    of :meth:`Insights.records_since` starts to see only what comes next.
+    """
+
+    finished_at: float | None
+    dead_by_reason: Mapping[str, int]
+    holders: Sequence[LeaseHolder]
+    records_updated_at: float | None
+
+
+#: a position in a job's records ordered by (update time, key): after ``(t, key)``, or after
+#: every record updated at ``t`` when the key is None
+RecordCursor = tuple[float, str | None]
 
 
 class Queue(Protocol):
@@ -170,6 +212,12 @@ class Jobs(Protocol):
 
     async def is_finished(self, job: str) -> bool: ...
 
+    async def delete_job(self, name: str) -> int:
+        """Remove the job and everything of it in the store: requests, their history, records,
+        quarantine, budgets (its WARC files are not the store's). Returns how many requests it
+        had; 0 for a job that does not exist."""
+        ...
+
 
 class Pacing(Protocol):
     """Per-lane (today: per-domain) politeness as the store holds it, fleet-wide."""
@@ -209,12 +257,32 @@ class Insights(Protocol):
 
     async def dead_letter(self, request_id: int) -> DeadLetter | None: ...
 
+    async def job_activity(self, job: str) -> JobActivity:
+        """When the job last finished a request, its dead letters by reason, who holds its
+        leases, and its newest record's update time (StoreError for an unknown job)."""
+        ...
+
+    async def records_since(
+        self, job: str, after: RecordCursor = (0.0, ""), limit: int = 1000
+    ) -> list[tuple[float, RecordRow]]:
+        """Records updated after ``after``, as ``(updated_at, record)`` ordered by update time,
+        then key: a reader follows a crawl's records as they are stored by passing the last
+        pair's ``(updated_at, record.key)`` back. A record updated again comes again. Update
+        times are the writers' clocks: a reader that must not miss a commit that was slower
+        than a later one reads again from a little before its cursor."""
+        ...
+
 
 class Frontier(Queue, Jobs, Pacing, Insights, Protocol):
     """A whole queue store: every port. Backends implement it; callers take what they need."""
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
+
+    async def upgrade(self) -> int:
+        """Create the schema or apply pending migrations (safe to repeat, and to run from many
+        processes at once); returns the schema version."""
+        ...
 
     async def replay_dead(
         self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from crawlfleet.errors import StoreError
+from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
     ACTIVE_WINDOW,
@@ -37,7 +37,7 @@ from crawlfleet.frontier.common import (
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
-from crawlfleet.frontier.ports import DomainState
+from crawlfleet.frontier.ports import DomainState, JobActivity, LeaseHolder, RecordCursor
 from crawlfleet.frontier.sql import queries
 from crawlfleet.model import (
     KINDS,
@@ -99,8 +99,10 @@ class PostgresFrontier:
         min_size: int = 1,
         max_size: int = 10,
         pacing: PacingConfig | None = None,
+        create: bool = True,
     ) -> None:
         self.dsn = dsn
+        self.create = create  # False: open only an existing schema (read-only commands)
         self.clock = clock
         self.pacing = pacing or PacingConfig()
         self.schema = schema
@@ -146,6 +148,9 @@ class PostgresFrontier:
             where = self._where()
             raise StoreError(f"cannot connect to queue store {where}: {_line(exc)}") from exc
         try:
+            if not self.create and not await self._run(_has_schema, write=False):
+                where = self._where() + (f" schema {self.schema}" if self.schema else "")
+                raise UsageError(f"no queue store in {where} (crawlfleet db upgrade creates one)")
             await self.upgrade()
         except BaseException:
             await self.close()
@@ -869,6 +874,49 @@ class PostgresFrontier:
             return _count(status)
 
         return await self._run(tx)
+
+    # -- fresh starts, following a crawl ---------------------------------------------------------
+
+    async def delete_job(self, name: str) -> int:
+        job = await self.get_job(name)
+        if job is None:
+            return 0
+
+        async def tx(conn: Conn) -> int:
+            await conn.execute(Q["lock_job"], job.id)
+            total, leased = await conn.fetchrow(Q["job_requests"], job.id)
+            if leased:
+                raise StoreError(f"job {name} has {leased} requests leased: stop its workers first")
+            await conn.execute(Q["delete_job"], job.id)
+            await conn.execute(Q["delete_job_row"], job.id)
+            return int(total)
+
+        removed = await self._run(tx)
+        self._job_ids.pop(name, None)
+        self._job_defaults.pop(job.id, None)
+        return removed
+
+    async def job_activity(self, job: str) -> JobActivity:
+        job_id = await self._job_id(job)
+
+        async def read(conn: Conn) -> JobActivity:
+            finished_at, updated_at = await conn.fetchrow(Q["job_activity"], job_id)
+            reasons = dict(await conn.fetch(Q["dead_by_reason"], job_id))
+            holders = [LeaseHolder(*row) for row in await conn.fetch(Q["lease_holders"], job_id)]
+            return JobActivity(finished_at, reasons, holders, updated_at)
+
+        return await self._run(read, write=False)
+
+    async def records_since(
+        self, job: str, after: RecordCursor = (0.0, ""), limit: int = 1000
+    ) -> list[tuple[float, RecordRow]]:
+        job_id = await self._job_id(job)
+        rows = await self._page("records_since", job_id, after[0], after[1], limit)
+        return [(row[0], record_from_row(tuple(row)[1:])) for row in rows]
+
+
+async def _has_schema(conn: Conn) -> bool:
+    return bool(await conn.fetchval("SELECT to_regclass('crawlfleet_meta') IS NOT NULL"))
 
 
 async def _reset(conn: Conn) -> None:

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from crawlfleet.errors import StoreError
+from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
     ACTIVE_WINDOW,
@@ -37,7 +37,7 @@ from crawlfleet.frontier.common import (
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
-from crawlfleet.frontier.ports import DomainState
+from crawlfleet.frontier.ports import DomainState, JobActivity, LeaseHolder, RecordCursor
 from crawlfleet.frontier.sql import queries
 from crawlfleet.model import (
     KINDS,
@@ -88,8 +88,10 @@ class SQLiteFrontier:
         *,
         clock: Callable[[], float] = time.time,
         pacing: PacingConfig | None = None,
+        create: bool = True,
     ) -> None:
         self.path = Path(path)
+        self.create = create  # False: open only an existing file (read-only commands)
         self.clock = clock
         self.pacing = pacing or PacingConfig()
         self._db: sqlite3.Connection | None = None
@@ -161,6 +163,9 @@ class SQLiteFrontier:
             db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     async def open(self) -> None:
+        if not self.create and not self.path.is_file():
+            raise UsageError(f"no queue store at {self.path} (nothing was crawled with it yet)")
+
         def connect(_: Any) -> sqlite3.Connection:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -845,6 +850,55 @@ class SQLiteFrontier:
             return n
 
         return await self._run(self._write(tx))
+
+    # -- schema, fresh starts, following a crawl -------------------------------------------------
+
+    async def upgrade(self) -> int:
+        """Apply pending migrations (opening did already); returns the schema version."""
+
+        def tx(db: sqlite3.Connection) -> int:
+            self._migrate(db)
+            (version,) = db.execute(Q["schema_version"]).fetchone()
+            return int(version)
+
+        return await self._run(self._write(tx))
+
+    async def delete_job(self, name: str) -> int:
+        job = await self.get_job(name)
+        if job is None:
+            return 0
+
+        def tx(db: sqlite3.Connection) -> int:
+            total, leased = db.execute(Q["job_requests"], (job.id,)).fetchone()
+            if leased:
+                raise StoreError(f"job {name} has {leased} requests leased: stop its workers first")
+            for statement in _statements(Q["delete_job"]):
+                db.execute(statement, {"job_id": job.id})
+            return int(total)
+
+        removed = await self._run(self._write(tx))
+        self._job_ids.pop(name, None)
+        self._job_defaults.pop(job.id, None)
+        return removed
+
+    async def job_activity(self, job: str) -> JobActivity:
+        job_id = await self._job_id(job)
+
+        def read(db: sqlite3.Connection) -> JobActivity:
+            finished_at, updated_at = db.execute(Q["job_activity"], {"job_id": job_id}).fetchone()
+            reasons = dict(db.execute(Q["dead_by_reason"], (job_id,)).fetchall())
+            holders = [LeaseHolder(*row) for row in db.execute(Q["lease_holders"], (job_id,))]
+            return JobActivity(finished_at, reasons, holders, updated_at)
+
+        return await self._run(read)
+
+    async def records_since(
+        self, job: str, after: RecordCursor = (0.0, ""), limit: int = 1000
+    ) -> list[tuple[float, RecordRow]]:
+        job_id = await self._job_id(job)
+        args = {"job_id": job_id, "t": after[0], "k": after[1], "limit": limit}
+        rows = await self._run(lambda db: db.execute(Q["records_since"], args).fetchall())
+        return [(row[0], record_from_row(row[1:])) for row in rows]
 
 
 class _Picker:

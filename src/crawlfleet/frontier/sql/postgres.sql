@@ -868,3 +868,64 @@ UPDATE requests r SET state = 'queued', attempts = 0, ready_at = $1, dead_reason
 FROM jobs j
 WHERE r.state = 'dead' AND j.id = r.job_id
   AND ($2::text IS NULL OR j.name = $2) AND ($3::text IS NULL OR r.dead_reason = $3);
+
+-- name: migration_0011_records_updated
+-- Records in update order per job, for readers that follow a crawl's records as they are
+-- stored (crawl -o streams them to its file): a range of this index per poll, not a scan and
+-- sort of every record of the job.
+CREATE INDEX records_updated ON records (job_id, updated_at, key);
+
+-- name: job_requests
+SELECT count(*), count(*) FILTER (WHERE state = 'leased') FROM requests WHERE job_id = $1;
+
+-- name: delete_job
+-- crawl --fresh: the job and everything of it (its WARC files are not the store's), sessions
+-- and learned page types included (a new job gets a new id), in one transaction.
+WITH gone_attempts AS (
+    DELETE FROM attempts WHERE request_id IN (SELECT id FROM requests WHERE job_id = $1)
+), gone_content AS (
+    DELETE FROM content WHERE job_id = $1
+), gone_budgets AS (
+    DELETE FROM budgets WHERE job_id = $1
+), gone_records AS (
+    DELETE FROM records WHERE job_id = $1
+), gone_quarantine AS (
+    DELETE FROM quarantine WHERE job_id = $1
+), gone_sessions AS (
+    DELETE FROM sessions WHERE job_id = $1
+), gone_page_types AS (
+    DELETE FROM page_types WHERE job_id = $1
+)
+DELETE FROM requests WHERE job_id = $1;
+
+-- name: delete_job_row
+DELETE FROM jobs WHERE id = $1;
+
+-- name: job_activity
+SELECT (SELECT max(finished_at) FROM requests
+        WHERE job_id = $1 AND state IN ('done', 'dead')),
+       (SELECT max(updated_at) FROM records WHERE job_id = $1);
+
+-- name: dead_by_reason
+SELECT coalesce(dead_reason, 'too_many_retries'), count(*)::int FROM requests
+WHERE job_id = $1 AND state = 'dead'
+GROUP BY 1;
+
+-- name: lease_holders
+SELECT lease_owner, count(*)::int, max(lease_expires_at) FROM requests
+WHERE job_id = $1 AND state = 'leased'
+GROUP BY lease_owner ORDER BY lease_owner;
+
+-- name: records_since
+-- keyset on (updated_at, key) along records_updated; a NULL key skips every record of $2
+SELECT updated_at, key, data::text, url, fetched_at, warc_file, warc_record_id,
+       warc_refers_to_file, warc_refers_to
+FROM records
+WHERE job_id = $1 AND updated_at >= $2
+  AND (updated_at > $2 OR ($3::text IS NOT NULL AND key > $3))
+ORDER BY updated_at, key
+LIMIT $4;
+
+-- name: lock_job
+-- delete_job: a concurrent submit or delete of the same job waits for this one to commit
+SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE;

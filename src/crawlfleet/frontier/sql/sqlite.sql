@@ -675,3 +675,51 @@ SELECT n, at, outcome, status, error, route FROM attempts WHERE request_id = ? O
 UPDATE requests SET state = 'queued', attempts = 0, ready_at = :now, dead_reason = NULL,
     finished_at = NULL
 WHERE state = 'dead' AND id = :id;
+
+-- name: migration_0011_records_updated
+-- Schema version 11: records in update order per job, for readers that follow a crawl's records
+-- as they are stored (crawl -o streams them to its file): a range of this index per poll, not
+-- a scan and sort of every record of the job.
+CREATE INDEX IF NOT EXISTS records_updated ON records (job_id, updated_at, key);
+
+-- name: job_requests
+SELECT count(*), sum(state = 'leased') FROM requests WHERE job_id = ?;
+
+-- name: delete_job
+-- crawl --fresh: the job and everything of it (its WARC files are not the store's), sessions
+-- and learned page types included (a new job gets a new id), in one transaction; the attempts
+-- first, while the requests they belong to can still be found.
+DELETE FROM attempts WHERE request_id IN (SELECT id FROM requests WHERE job_id = :job_id);
+DELETE FROM content WHERE job_id = :job_id;
+DELETE FROM budgets WHERE job_id = :job_id;
+DELETE FROM records WHERE job_id = :job_id;
+DELETE FROM quarantine WHERE job_id = :job_id;
+DELETE FROM sessions WHERE job_id = :job_id;
+DELETE FROM page_types WHERE job_id = :job_id;
+DELETE FROM requests WHERE job_id = :job_id;
+DELETE FROM jobs WHERE id = :job_id;
+
+-- name: job_activity
+SELECT (SELECT max(finished_at) FROM requests
+        WHERE job_id = :job_id AND state IN ('done', 'dead')),
+       (SELECT max(updated_at) FROM records WHERE job_id = :job_id);
+
+-- name: dead_by_reason
+SELECT coalesce(dead_reason, 'too_many_retries'), count(*) FROM requests
+WHERE job_id = ? AND state = 'dead'
+GROUP BY 1;
+
+-- name: lease_holders
+SELECT lease_owner, count(*), max(lease_expires_at) FROM requests
+WHERE job_id = ? AND state = 'leased'
+GROUP BY lease_owner ORDER BY lease_owner;
+
+-- name: records_since
+-- keyset on (updated_at, key) along records_updated; a NULL key skips every record of :t
+SELECT updated_at, key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to
+FROM records
+WHERE job_id = :job_id AND updated_at >= :t
+  AND (updated_at > :t OR (:k IS NOT NULL AND key > :k))
+ORDER BY updated_at, key
+LIMIT :limit;

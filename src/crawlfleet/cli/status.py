@@ -1,0 +1,121 @@
+"""``crawlfleet status``: each job's state and counts, once or live (``--watch``)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import click
+
+from crawlfleet.cli.common import async_command, opened, queue_option, settings
+
+if TYPE_CHECKING:
+    from crawlfleet.frontier.ports import Frontier
+
+
+@click.command()
+@queue_option
+@click.option("--job", help="Only this job.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--watch", is_flag=True, help="Refresh live until Ctrl-C.")
+@click.option(
+    "--every",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    metavar="SECONDS",
+    help="Refresh interval of --watch.",
+)
+@click.pass_context
+@async_command
+async def status(
+    ctx: click.Context,
+    queue: str | None,
+    job: str | None,
+    as_json: bool,
+    watch: bool,
+    every: float,
+) -> None:
+    """Each job's state, backlog and results, and whether it is finished fleet-wide.
+
+    \b
+    The first word is the job's state and progress:
+      running       workers lease its requests
+      finished      nothing queued, waiting for a retry or leased, anywhere in the fleet
+      paused        no new leases; in-flight requests finish (jobs resume NAME)
+      cancelled     no new leases; queued requests stay in the store (jobs resume NAME)
+    """
+    s = settings(ctx, {"queue": queue})
+    async with opened(s, create=False) as store:
+        names = await _jobs(store, job)
+        if as_json:
+            click.echo(json.dumps(await _json(store, names)))
+        elif watch:
+            await _watch(store, names, every)
+        else:
+            for line in await _lines(store, names):
+                click.echo(line)
+
+
+async def _jobs(store: Frontier, job: str | None) -> list[str]:
+    from crawlfleet.errors import UsageError
+
+    if job is not None:
+        if await store.get_job(job) is None:
+            raise UsageError(f"no job named {job!r}")
+        return [job]
+    return [j.name for j in await store.list_jobs()]
+
+
+async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
+    from dataclasses import asdict
+
+    from crawlfleet.runner import is_finished
+
+    out = []
+    for name in names:
+        st, activity = await store.stats(name), await store.job_activity(name)
+        reasons = dict(activity.dead_by_reason)
+        out.append(dict(asdict(st), finished=is_finished(st), dead_by_reason=reasons))
+    return out
+
+
+async def _lines(store: Frontier, names: list[str]) -> list[str]:
+    from crawlfleet.cli.views import status_block
+
+    if not names:
+        return ["no jobs"]
+    lines: list[str] = []
+    for name in names:
+        lines += status_block(await store.stats(name), await store.job_activity(name))
+    return lines
+
+
+async def _watch(store: Frontier, names: list[str], every: float) -> None:
+    """The same lines, redrawn every ``every`` seconds in place, until Ctrl-C."""
+    import asyncio
+    import contextlib
+    import signal
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    from crawlfleet.cli.views import when
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    try:
+        with Live(console=Console(highlight=False), auto_refresh=False) as live:
+            while not stop.is_set():
+                current = names or [j.name for j in await store.list_jobs()]
+                lines = await _lines(store, current)
+                head = f"crawlfleet status · {when(time.time())} · Ctrl-C to leave"
+                live.update(Text("\n".join([head, *lines])))
+                live.refresh()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), every)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)

@@ -1,0 +1,148 @@
+"""Text views of the store's numbers: pure functions of ``JobStats``, ``JobActivity``, ``Job``
+and ``CrawlReport``, shared by ``status``, ``status --watch``, ``jobs`` and ``crawl``'s
+progress and summary (and the dashboard's text, when it comes)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from crawlfleet.model import Job, JobState, JobStats
+
+if TYPE_CHECKING:
+    from crawlfleet.frontier.ports import JobActivity
+    from crawlfleet.runner import CrawlReport
+
+
+def when(timestamp: float | None) -> str:
+    """A store time as local ``YYYY-MM-DD HH:MM:SS`` (``-`` for none)."""
+    if timestamp is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+
+
+def finished(stats: JobStats) -> bool:
+    from crawlfleet.runner import is_finished
+
+    return is_finished(stats)
+
+
+def progress_word(state: JobState, done: bool) -> str:
+    """One word (or two) for a job: what workers do with it, and whether it is done."""
+    if state is JobState.RUNNING:
+        return "finished" if done else "running"
+    if state is JobState.PAUSED:
+        return "paused (finished)" if done else "paused"
+    return "cancelled" if done else "cancelled (leases in flight)"
+
+
+def status_line(s: JobStats) -> str:
+    """The job's state and every count, on one line."""
+    state = progress_word(s.state, finished(s))
+    return (
+        f"{s.job}: {state} · queued {s.queued} (+{s.waiting} waiting to retry, oldest "
+        f"{s.oldest_queued_age:.0f}s) · leased {s.leased} · done {s.done} (gone {s.gone})"
+        f" · dead {s.dead}"
+        f" · records {s.records} · quarantined {s.quarantined} · retried {s.retried}"
+        f" · traps {s.traps} · duplicate content {s.duplicates}"
+    )
+
+
+def retry_line(s: JobStats) -> str:
+    """Average retry depth and the histogram of attempts per finished request."""
+    bars = " ".join(f"{n}:{count}" for n, count in sorted(s.attempts_histogram.items()))
+    return f"retry depth avg {s.avg_retry_depth:.2f} · attempts {bars or '-'}"
+
+
+def top(counts: Mapping[str, int], most: int = 5) -> str:
+    """``a 3, b 2, +4 more`` for a count per name, the largest first."""
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{name} {n}" for name, n in ordered[:most])
+    return shown + (f", +{len(ordered) - most} more" if len(ordered) > most else "")
+
+
+def traps_line(s: JobStats, most: int = 5) -> str:
+    """Trap counts per domain, the largest first."""
+    return f"traps by domain: {top(s.traps_by_domain, most)}"
+
+
+def dead_line(activity: JobActivity) -> str:
+    """Dead requests by reason (parse errors first named: they are bugs to fix)."""
+    return f"dead by reason: {top(activity.dead_by_reason, 8)}"
+
+
+def status_block(s: JobStats, activity: JobActivity | None = None) -> list[str]:
+    """What ``status`` prints for one job."""
+    lines = [status_line(s), f"  {retry_line(s)}"]
+    if s.traps_by_domain:
+        lines.append(f"  {traps_line(s)}")
+    if activity is not None and activity.dead_by_reason:
+        lines.append(f"  {dead_line(activity)}")
+    return lines
+
+
+def job_row(job: Job, stats: JobStats) -> str:
+    """A line of ``jobs``: name, state as ``status`` says it, spider, when submitted."""
+    state = progress_word(job.state, finished(stats))
+    return f"{job.name}\t{state}\t{job.spider}\t{when(job.created_at)}"
+
+
+def progress_line(s: JobStats, rate: float) -> str:
+    """The counts beside ``crawl``'s progress bar."""
+    return (
+        f"{s.records} records · {s.quarantined} quarantined · {s.retried} retried · "
+        f"{s.dead} dead · {s.queued + s.waiting} queued · {rate:,.0f} pages/s"
+    )
+
+
+def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | None) -> list[str]:
+    """The end of ``crawl`` (rich markup): what happened, what this run did, where data went."""
+    s = report.stats
+    lines = []
+    if report.removed is not None:
+        lines.append(
+            f"fresh start: removed job {s.job}'s {report.removed:,} requests, their records, "
+            "quarantine and dead letters from the store (WARC files are kept)"
+        )
+    lines.append(_headline(report))
+    if not report.nothing_to_do:
+        rate = report.fetched / report.elapsed if report.elapsed > 0 else 0.0
+        gone = f" · {s.gone:,} gone (404, 410...)" if s.gone else ""
+        lines.append(f"  pages      {report.fetched:,} fetched ({rate:,.0f} pages/s){gone}")
+    lines.append(f"  records    {s.records:,} valid · {s.quarantined:,} quarantined")
+    lines.append(
+        f"  retried    {s.retried:,} requests (average retry depth {s.avg_retry_depth:.2f}) · "
+        f"{s.dead:,} dead"
+    )
+    if report.parse_errors:
+        lines.append(
+            f"  [red]errors     {report.parse_errors:,} pages failed in the spider[/] "
+            f"(crawlfleet dead list --job {s.job} --reason parse_error)"
+        )
+    lines.append(f"  store      {store}")
+    lines.append(f"  WARC       {raw}")
+    if output:
+        lines.append(f"  output     {report.written:,} records → {output}")
+    lines.extend(f"  note       {note}" for note in report.notes)
+    if s.dead and not report.parse_errors:
+        lines.append(f"  see why:   crawlfleet dead list --job {s.job}")
+    return lines
+
+
+def _headline(report: CrawlReport) -> str:
+    name = report.stats.job
+    if report.nothing_to_do:
+        return (
+            f"nothing to do: job {name} finished at {when(report.finished_at)} "
+            "(crawl --fresh starts it over)"
+        )
+    if report.interrupted:
+        how = "stopped" if report.interrupted == "drained" else "killed"
+        return (
+            f"[yellow]interrupted[/]: {name} {how} after {report.elapsed:.1f}s; run the same "
+            "command again to resume"
+        )
+    if report.failure:
+        return f"[bold red]✗ {name} failed[/]: {report.failure} (in {report.elapsed:.1f}s)"
+    return f"[bold green]✓ {name} finished[/] in {report.elapsed:.1f}s"

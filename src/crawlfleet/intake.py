@@ -1,0 +1,142 @@
+"""A job's way into the store: its spec (where the spider lives, its politeness and budgets) and
+its seed requests, built and checked before anything is written, then submitted in one go.
+
+Everything that can refuse a spider (its settings, its arguments, its start requests) runs in
+:func:`prepare`, before :func:`submit` touches the store: a spider refused at start leaves no
+job behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from crawlfleet.errors import UsageError
+from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
+from crawlfleet.spiders import SPIDER_NAME, spider_instance
+
+if TYPE_CHECKING:
+    from crawlfleet.config import Settings
+    from crawlfleet.frontier.ports import Frontier
+    from crawlfleet.spider import Request, Spider
+
+__all__ = ["Intake", "prepare", "seed_requests", "submit"]
+
+
+@dataclass(frozen=True)
+class Intake:
+    """A job ready to submit: its spec and its seeds (canonical, fingerprinted)."""
+
+    spec: JobSpec
+    seeds: list[NewRequest]
+    spider_cls: type[Spider]
+
+    @property
+    def kinds(self) -> list[str]:
+        """The fetcher kinds its workers need (``worker --kind``): a browser where the spider
+        or a seed asks for one (``auto`` may escalate to it), else HTTP alone."""
+        from crawlfleet.model import KINDS, kind_of
+
+        wanted = {kind_of(s.fetcher) for s in self.seeds} | {"http"}
+        if self.spider_cls.fetcher in ("browser", "auto"):
+            wanted.add("browser")
+        return [k for k in KINDS if k in wanted]
+
+
+def seed_requests(requests: Iterable[Request], fetcher: str = "http") -> list[NewRequest]:
+    """A spider's start requests as the store takes them: canonical URL, fingerprint (of URL,
+    method and body), domain, depth 0, the spider's ``fetcher`` where a request names none.
+    Seeds are never filtered by scope. Raises UsageError for a start URL that does not parse."""
+    from crawlfleet.urls import canonicalize, fingerprint, host_of
+
+    out = []
+    for req in requests:
+        try:
+            canon = canonicalize(req.url)
+        except ValueError as exc:
+            raise UsageError(f"bad start URL {req.url!r}: {exc}") from None
+        out.append(
+            NewRequest(
+                url=canon,
+                fingerprint=fingerprint(canon, req.method, req.body),
+                domain=host_of(canon),
+                priority=req.priority,
+                callback=req.callback_name,
+                meta=req.meta or None,
+                method=req.method,
+                body=req.body,
+                fetcher=req.fetcher or fetcher,
+                max_attempts=req.max_attempts,
+            )
+        )
+    return out
+
+
+def prepare(
+    name: str,
+    spider_ref: str,
+    spider_cls: type[Spider],
+    settings: Settings,
+    job_settings: Mapping[str, Any] | None = None,
+) -> Intake:
+    """Check the spider and build its job: settings as its workers will apply them, trap
+    budgets, politeness defaults, and its seeds (its ``start_requests`` run here, once).
+
+    ``spider_cls`` is the configured class (``spiders.configure``); ``job_settings`` are the
+    keys stored with the job for every worker's loader (arguments, ``-s`` settings, overrides).
+    """
+    settings.for_spider(spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
+    spider = spider_instance(spider_cls)
+    try:
+        seeds = seed_requests(spider.start_requests(), spider_cls.fetcher)
+    except UsageError:
+        raise
+    except Exception as exc:  # the spider's own code: its error, in one line
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise UsageError(f"spider {spider_cls.__name__}.start_requests failed: {line}") from None
+    if not seeds:
+        raise UsageError(f"spider {spider_cls.__name__} has no start_urls (nor start_requests)")
+    rate = spider_cls.domain_rate
+    traps = settings.trap_rules(
+        max_depth=spider_cls.max_depth,
+        max_url_length=spider_cls.max_url_length,
+        max_repeated_segments=spider_cls.max_repeated_segments,
+        host_page_budget=spider_cls.host_page_budget,
+        pattern_budget=spider_cls.pattern_budget,
+    )
+    spec = JobSpec(
+        name=name,
+        routes=_route_plans(settings, spider_cls),
+        spider=spider_ref,
+        settings={**(job_settings or {}), SPIDER_NAME: spider_cls.name},
+        default_limits=DomainLimits(
+            max_in_flight=spider_cls.domain_concurrency,
+            min_delay=1.0 / rate if rate else 0.0,
+        ),
+        domain_limits=dict(settings.domains),
+        max_attempts=spider_cls.max_attempts,
+        page_budget=traps.host_page_budget,
+        pattern_budget=traps.pattern_budget,
+    )
+    return Intake(spec, seeds, spider_cls)
+
+
+def _route_plans(settings: Settings, spider_cls: type[Spider]) -> tuple[RoutePlan, ...]:
+    """The routes the job's pools offer (``[[routes.pool]]``, the spider's ``route_pools``):
+    ids and terms, never proxy URLs. None configured: direct only."""
+    pools = settings.routes.pools
+    if pools is None and not spider_cls.route_pools:
+        return ()
+    from crawlfleet.routes.pools import RoutesConfig, route_plans
+
+    return route_plans(
+        pools or RoutesConfig(), spider=spider_cls.name, spider_pools=spider_cls.route_pools
+    )
+
+
+async def submit(store: Frontier, intake: Intake) -> tuple[Job, int]:
+    """Register the job (or update its spider and settings) and add its new seeds; returns the
+    job and how many seeds were new."""
+    job = await store.submit_job(intake.spec)
+    return job, await store.enqueue(job.name, intake.seeds)

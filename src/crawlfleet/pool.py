@@ -1,0 +1,187 @@
+"""The local worker processes of ``crawl``: started at once, told what to run once the job is
+in the store, restarted when they crash, stopped by the coordinator's signals.
+
+* Each worker runs in a session (process group) of its own, so the terminal's Ctrl-C reaches
+  the coordinator only, and the coordinator decides: drain (SIGTERM) or exit now (SIGKILL).
+* A worker starts importing while the coordinator loads the spider and opens the store; it
+  waits for one line on stdin (:meth:`WorkerPool.go`: the jobs to run, the settings
+  overrides and the fetcher kinds), then leases. Its stdin stays a pipe from the coordinator:
+  end of file means the coordinator is gone, and the worker drains and exits (no crawl goes on
+  as an orphan).
+* Its stderr comes through the coordinator (``on_line``), so log lines print above the
+  progress display instead of through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["WorkerPool"]
+
+log = logging.getLogger("crawlfleet.pool")
+
+_PIPE = asyncio.subprocess.PIPE
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+class WorkerPool:
+    """``n`` ``crawlfleet worker --coordinated`` processes (``argv``: the options before the
+    ``worker`` command, e.g. ``--config``, ``-v``; ``worker_args``: after it)."""
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        argv: Sequence[str] = (),
+        worker_args: Sequence[str] = (),
+        on_line: Callable[[str], None] | None = None,
+        max_restarts: int = 50,
+    ) -> None:
+        self.n = n
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "crawlfleet",
+            *argv,
+            "worker",
+            "--coordinated",
+            *worker_args,
+        ]
+        self.on_line = on_line or _to_stderr  # where the workers' stderr lines go
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self.procs: list[asyncio.subprocess.Process] = []
+        self._readers: list[asyncio.Task[None]] = []
+        self._message: bytes | None = None
+        self._host = socket.gethostname()
+        self._ids: set[str] = set()
+        self.stopping = False
+
+    async def start(self) -> None:
+        """Start the processes (they import, then wait for :meth:`go`)."""
+        self.procs = [await self._spawn() for _ in range(self.n)]
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            *self.cmd,
+            stdin=_PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=_PIPE,
+            start_new_session=True,  # the terminal's signals are the coordinator's alone
+        )
+        self._ids.add(f"{self._host}-{proc.pid}")
+        log.debug("started worker %s-%d: %s", self._host, proc.pid, " ".join(self.cmd))
+        self._readers.append(asyncio.create_task(self._forward(proc)))
+        if self._message is not None:
+            await self._send(proc, self._message)
+        return proc
+
+    async def _forward(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            self.on_line(line.decode("utf-8", "replace").rstrip("\n"))  # the current one
+
+    async def go(self, message: Mapping[str, Any]) -> None:
+        """Tell every worker (and every one restarted later) what to run."""
+        self._message = json.dumps(message).encode() + b"\n"
+        for proc in self.procs:
+            await self._send(proc, self._message)
+
+    @staticmethod
+    async def _send(proc: asyncio.subprocess.Process, data: bytes) -> None:
+        if proc.stdin is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write(data)
+            await proc.stdin.drain()
+
+    @property
+    def worker_ids(self) -> set[str]:
+        """The lease owner names of every worker this pool started (``host-pid``)."""
+        return set(self._ids)
+
+    @property
+    def alive(self) -> int:
+        return sum(1 for p in self.procs if p.returncode is None)
+
+    def terminate(self) -> int:
+        """SIGTERM to every live worker: no new leases, in-flight work finishes, the rest is
+        given back. Returns how many were signalled."""
+        self.stopping = True
+        return self._signal(signal.SIGTERM, group=False)
+
+    def kill(self) -> int:
+        """SIGKILL to every live worker's process group (with anything it started)."""
+        self.stopping = True
+        return self._signal(signal.SIGKILL, group=True)
+
+    def _signal(self, sig: signal.Signals, *, group: bool) -> int:
+        sent = 0
+        for proc in self.procs:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    (os.killpg if group else os.kill)(proc.pid, sig)
+                    sent += 1
+        return sent
+
+    async def check(self, finished: bool) -> bool:
+        """Restart workers that crashed (unless the job is finished or the pool stopping);
+        returns True when every worker has exited."""
+        alive = 0
+        for i, proc in enumerate(self.procs):
+            if proc.returncode is None:
+                alive += 1
+            elif (
+                proc.returncode != 0
+                and not (finished or self.stopping)
+                and self.restarts < (self.max_restarts)
+            ):
+                self.restarts += 1
+                log.warning(
+                    "worker %d exited with code %s: starting another (%d of at most %d)",
+                    proc.pid,
+                    proc.returncode,
+                    self.restarts,
+                    self.max_restarts,
+                )
+                self.procs[i] = await self._spawn()
+                alive += 1
+        return alive == 0
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every worker to exit; returns whether they did."""
+        waits = [asyncio.ensure_future(p.wait()) for p in self.procs]
+        if not waits:
+            return True
+        _, pending = await asyncio.wait(waits, timeout=timeout)
+        for w in pending:
+            w.cancel()
+        return not pending
+
+    async def close(self, timeout: float = 15.0) -> None:
+        """End the pool: stdin closed (a worker waiting for :meth:`go` exits, a running one
+        drains), then SIGTERM and at last SIGKILL for any still there after ``timeout``."""
+        self.stopping = True
+        for proc in self.procs:
+            if proc.stdin is not None and not proc.stdin.is_closing():
+                proc.stdin.close()
+        if not await self.wait(timeout / 2):
+            self.terminate()
+            if not await self.wait(timeout / 2):
+                self.kill()
+                await self.wait(5.0)
+        for reader in self._readers:  # the last lines a worker wrote still come through
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(reader, 2.0)
