@@ -35,6 +35,7 @@ COMMANDS = {
     "export": "crawlfleet.cli.export:export",
     "dead": "crawlfleet.cli.dead:dead",
     "db": "crawlfleet.cli.db:db",
+    "plan": "crawlfleet.cli.plan:plan",
 }
 
 

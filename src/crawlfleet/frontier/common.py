@@ -44,15 +44,12 @@ def fair_share(limit: int, sharers: int, held: int) -> int:
 #: a lane's "no limit of its own" (its domain's apply)
 NO_CAP = 1 << 30
 
-#: how far ahead the store hands out pacing slots of a rate-limited lane (seconds)
-PACING_HORIZON = 2.0
 #: most lanes looked at per lease call; the rest get their turn at the next call
 DOMAINS_PER_LEASE = 256
 
 __all__ = [
     "ACTIVE_WINDOW",
     "DOMAINS_PER_LEASE",
-    "PACING_HORIZON",
     "dead_from_row",
     "dead_reason_of",
     "dumps",

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from crawlfleet.model import (
     KINDS,
@@ -240,6 +240,12 @@ class Pacing(Protocol):
 
 class Insights(Protocol):
     """Read-only views of the store: the commands, export and the dashboard read these."""
+
+    async def capacity(self, job: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """What ``plan`` needs of a job: its domains with work left ``(domain, queued,
+        max_in_flight, min_delay, crawl_delay, tier)`` and their lanes ``(domain, route, pool,
+        tier, health JSON, breaker JSON)``."""
+        ...
 
     async def list_jobs(self) -> list[Job]: ...
     async def get_job(self, name: str) -> Job | None: ...

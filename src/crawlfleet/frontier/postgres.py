@@ -23,7 +23,6 @@ from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
     ACTIVE_WINDOW,
     DOMAINS_PER_LEASE,
-    PACING_HORIZON,
     dead_from_row,
     dead_reason_of,
     dumps,
@@ -393,7 +392,7 @@ class PostgresFrontier:
             rows = await conn.fetch(
                 Q["lease"],
                 now,
-                now + PACING_HORIZON,
+                now + self.pacing.lease_horizon,
                 DOMAINS_PER_LEASE - len(visited),
                 limit - len(leases),
                 worker,
@@ -740,6 +739,16 @@ class PostgresFrontier:
         job_id = await self._job_id(job)
         rows = await self._run(lambda c: c.fetch(Q["page_types"], job_id), write=False)
         return {(d, p): f for d, p, f in rows}
+
+    async def capacity(self, job: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        job_id = await self._job_id(job)
+
+        async def read(conn: Conn) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+            domains = [tuple(r) for r in await conn.fetch(Q["capacity_domains"], job_id)]
+            lanes = await conn.fetch(Q["capacity_lanes"], [d[0] for d in domains])
+            return domains, [tuple(r) for r in lanes]
+
+        return await self._run(read, write=False)
 
     async def load_sessions(self, job: str, key: str) -> list[str]:
         job_id = await self._job_id(job)

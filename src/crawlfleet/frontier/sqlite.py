@@ -22,7 +22,6 @@ from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
     ACTIVE_WINDOW,
     DOMAINS_PER_LEASE,
-    PACING_HORIZON,
     dead_from_row,
     dead_reason_of,
     dumps,
@@ -391,7 +390,7 @@ class SQLiteFrontier:
         self._rescue(db, now)
         candidates = db.execute(
             Q["lease_lanes"],
-            {"now": now, "horizon": now + PACING_HORIZON, "limit": DOMAINS_PER_LEASE},
+            {"now": now, "horizon": now + self.pacing.lease_horizon, "limit": DOMAINS_PER_LEASE},
         ).fetchall()
         db.execute(Q["worker_seen"], {"worker": worker, "now": now})
         sharers = db.execute(Q["active_workers"], (now - ACTIVE_WINDOW,)).fetchone()[0]
@@ -413,7 +412,7 @@ class SQLiteFrontier:
             gap = max(delay, step)  # the lane's own spacing, or its domain's, whichever is wider
             if gap > 0:
                 # hand out the pacing slots that fall inside the horizon, one start every `gap`
-                want = min(want, int((now + PACING_HORIZON - start) / gap) + 1)
+                want = min(want, int((now + self.pacing.lease_horizon - start) / gap) + 1)
             taken = picker.take(domain, route, want, start, gap)
             if not taken:
                 db.execute(Q["lane_touched"], (now, domain, route))
@@ -707,6 +706,16 @@ class SQLiteFrontier:
         job_id = await self._job_id(job)
         rows = await self._run(lambda db: db.execute(Q["page_types"], (job_id,)).fetchall())
         return {(d, p): f for d, p, f in rows}
+
+    async def capacity(self, job: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        job_id = await self._job_id(job)
+
+        def read(db: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+            domains = [tuple(r) for r in db.execute(Q["capacity_domains"], (job_id,))]
+            names = dumps([d[0] for d in domains])
+            return domains, [tuple(r) for r in db.execute(Q["capacity_lanes"], (names,))]
+
+        return await self._run(read)
 
     async def load_sessions(self, job: str, key: str) -> list[str]:
         job_id = await self._job_id(job)

@@ -286,6 +286,20 @@ FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(job_id, domai
 ON CONFLICT (job_id, domain, pattern) DO UPDATE SET
     fetcher = excluded.fetcher, decided_at = excluded.decided_at;
 
+-- name: capacity_domains
+-- what the capacity planner needs of a job's domains: work left, limits, current tier
+SELECT r.domain, count(*) FILTER (WHERE r.state = 'queued')::int, d.max_in_flight, d.min_delay,
+       d.delay_floor, d.tier
+FROM requests r JOIN domains d ON d.domain = r.domain
+WHERE r.job_id = $1
+GROUP BY r.domain, d.max_in_flight, d.min_delay, d.delay_floor, d.tier;
+
+-- name: capacity_lanes
+-- and of their lanes: the route's pool, the lane's health, the route's breaker
+SELECT l.domain, l.route, coalesce(rt.pool, l.route), l.tier, l.health, coalesce(rt.breaker, '{}')
+FROM lanes l LEFT JOIN routes rt ON rt.id = l.route
+WHERE l.domain = ANY ($1::text[]);
+
 -- name: notify
 -- Idle workers LISTEN instead of polling: a transaction that queued requests, freed slots or
 -- changed what may be leased wakes them when it commits (notifications of one transaction with

@@ -278,6 +278,19 @@ INSERT INTO page_types (job_id, domain, pattern, fetcher, decided_at) VALUES (?,
 ON CONFLICT (job_id, domain, pattern) DO UPDATE SET
     fetcher = excluded.fetcher, decided_at = excluded.decided_at;
 
+-- name: capacity_domains
+-- what the capacity planner needs of a job's domains: work left, limits, current tier
+SELECT r.domain, sum(r.state = 'queued'), d.max_in_flight, d.min_delay, d.delay_floor, d.tier
+FROM requests r JOIN domains d ON d.domain = r.domain
+WHERE r.job_id = ?
+GROUP BY r.domain;
+
+-- name: capacity_lanes
+-- and of their lanes: the route's pool, the lane's health, the route's breaker
+SELECT l.domain, l.route, coalesce(rt.pool, l.route), l.tier, l.health, coalesce(rt.breaker, '{}')
+FROM lanes l LEFT JOIN routes rt ON rt.id = l.route
+WHERE l.domain IN (SELECT value FROM json_each(?));
+
 -- name: work_changed
 UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'work_version';
 

@@ -1,0 +1,159 @@
+"""Routes over real proxies: lanes per (domain, route), breakers, and the planner's arithmetic.
+
+The demo shop limits each client address to N requests in any sliding second (429 beyond, and
+captcha pages for an address that keeps pushing). Each tinyproxy leaves from its own address
+(127.0.0.2, 127.0.0.3, ...), so the shop tells the routes apart: more routes are more
+throughput, each route within the shop's limit, and ``crawlfleet plan --json`` predicts what a
+crawl through them achieves.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.helpers import demo_shop, read_jsonl, run, shop_stats
+from tests.proxies import ProxyFleet, proxy_fleet
+
+from crawlfleet.demo.catalog import Catalog
+
+pytestmark = pytest.mark.slow
+
+LIMIT = 5  # requests per client address per sliding second, at the shop
+RATE = 4.0  # what the pool declares safe per route (crawlfleet.toml: rate)
+#: products of the one-route and the eight-route crawl: each long enough for a steady pace (a
+#: lane takes up to the lease horizon's worth of start slots: a shallow queue feeds few lanes)
+PRODUCTS = {1: 60, 8: 300}
+
+SPIDER = """
+from crawlfleet.demo.spider import DemoShop
+
+
+class Shop(DemoShop):
+    start_urls = [{start!r}]
+    domain_concurrency = 64
+"""
+
+
+def _config(tmp: Path, proxies: list[str], **pool: Any) -> None:
+    extra = "".join(f"{k} = {v!r}\n" for k, v in pool.items())
+    (tmp / "crawlfleet.toml").write_text(
+        '[[routes.pool]]\nname = "direct"\nenabled = false\n\n'
+        f'[[routes.pool]]\nname = "dc"\nproxies = {json.dumps(proxies)}\nrate = {RATE}\n{extra}'
+    )
+
+
+def _crawl(tmp: Path, base: str) -> subprocess.CompletedProcess[str]:
+    (tmp / "shop.py").write_text(SPIDER.format(start=base + "/"))
+    return run(["crawl", "shop.py", "-o", "out.jsonl"], tmp, timeout=240)
+
+
+def _plan(tmp: Path, *args: str) -> dict[str, Any]:
+    out = run(["plan", *args, "--json"], tmp)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def _measured(stats: dict[str, Any]) -> float:
+    """Pages/s the shop answered in the bulk of the crawl: between its 10th and 90th percentile
+    requests (the start, while the crawl discovers its first pages, and the tail of the last
+    few are left out: a steady pace is what routes and the planner are about)."""
+    arrivals = sorted(t for t, _ in stats["timeline"])
+    low, high = arrivals[len(arrivals) // 10], arrivals[len(arrivals) * 9 // 10]
+    return (len(arrivals) * 8 // 10) / (high - low)
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Any:
+    with proxy_fleet(tmp_path / "proxies", http=8, auth=(0,)) as proxies:
+        yield proxies
+
+
+def test_routes__eight_proxies_eight_times_one__each_within_its_limit_all_records_once(
+    tmp_path: Path, fleet: ProxyFleet
+) -> None:
+    measured, predicted = {}, {}
+    for n in (1, 8):
+        want = {r["sku"] for r in Catalog(PRODUCTS[n]).expected_records()}
+        work = tmp_path / f"routes-{n}"
+        work.mkdir()
+        with demo_shop("--products", str(PRODUCTS[n]), "--rate-limit", str(LIMIT),
+                       "--captcha-after", "20") as base:  # fmt: skip
+            _config(work, [p.url for p in fleet.http[:n]])
+            (work / "shop.py").write_text(SPIDER.format(start=base + "/"))
+            predicted[n] = _plan(work, "shop.py")["pages_per_s"]  # before: a prediction
+            result = _crawl(work, base)
+            assert result.returncode == 0, result.stderr[-3000:]
+            stats = shop_stats(base)
+        records = read_jsonl(work / "out.jsonl")
+        assert len(records) == len({r["sku"] for r in records}) == len(want), "every record once"
+        assert {r["sku"] for r in records} == want, "no captcha page became a record"
+        clients = {a: c for a, c in stats["per_client"].items() if a != "127.0.0.1"}
+        assert len(clients) == n, f"the shop saw {sorted(clients)}"
+        assert all(c["max_accepted_per_second"] <= LIMIT for c in clients.values())
+        assert sum(c["captchas"] for c in clients.values()) == 0, "no route earned a captcha"
+        assert stats["statuses"].get("429", 0) <= 0.01 * stats["requests"]
+        measured[n] = _measured(stats)
+        after = _plan(work)  # from the store: what the crawl's lanes observed
+        assert after["domains"][0]["block_rate"] == 0.0 and after["domains"][0]["backlog"] == 0
+        secret = fleet.http[0].password
+        assert secret
+        for path in work.rglob("*"):  # logs, store, WARC, exports: the password nowhere
+            if path.is_file() and path.name != "crawlfleet.toml":  # the user's own config
+                assert secret.encode() not in path.read_bytes(), path
+        assert secret not in result.stdout + result.stderr
+    assert measured[8] >= 5 * measured[1], measured
+    for n in (1, 8):
+        assert abs(predicted[n] - measured[n]) <= 0.25 * measured[n], (n, predicted, measured)
+
+
+def test_breaker__a_killed_proxy_is_out_within_seconds_and_back_once_restarted(
+    tmp_path: Path, fleet: ProxyFleet
+) -> None:
+    """One of three routes dies mid-crawl: nothing is lost (its requests go by the others, no
+    attempt used), and once it is back its breaker lets it carry requests again."""
+    work = tmp_path / "killed"
+    work.mkdir()
+    routes = fleet.http[1:4]
+    with demo_shop("--products", "200", "--latency", "0.03") as base:
+        _config(work, [p.url for p in routes], concurrency=4)
+        (work / "shop.py").write_text(SPIDER.format(start=base + "/"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "crawlfleet", "crawl", "shop.py", "-o", "out.jsonl"],
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            _wait(lambda: shop_stats(base)["requests"] > 30, 60, "the crawl to start")
+            routes[0].stop()
+            _wait(lambda: shop_stats(base)["requests"] > 120, 60, "the crawl to go on")
+            routes[0].start()
+            before = shop_stats(base)["clients"].get(routes[0].source, 0)
+            out, err = proc.communicate(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err[-3000:]
+        stats = shop_stats(base)
+    records = read_jsonl(work / "out.jsonl")
+    assert {r["sku"] for r in records} == {r["sku"] for r in Catalog(200).expected_records()}
+    dead = run(["dead", "list"], work)
+    assert "no dead requests" in dead.stdout, dead.stdout
+    assert stats["clients"].get(routes[0].source, 0) > before, "back in use once restarted"
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
