@@ -97,6 +97,18 @@ def prepare(
         raise UsageError(f"spider {spider_cls.__name__}.start_requests failed: {line}") from None
     if not seeds:
         raise UsageError(f"spider {spider_cls.__name__} has no start_urls (nor start_requests)")
+    return Intake(_spec(name, spider_ref, spider_cls, settings, job_settings), seeds, spider_cls)
+
+
+def _spec(
+    name: str,
+    spider_ref: str,
+    spider_cls: type[Spider],
+    settings: Settings,
+    job_settings: Mapping[str, Any] | None,
+) -> JobSpec:
+    """What the store keeps of the job: the spider's politeness, attempts, trap budgets and
+    routes, with the settings every worker's loader applies."""
     rate = spider_cls.domain_rate
     traps = settings.trap_rules(
         max_depth=spider_cls.max_depth,
@@ -105,9 +117,8 @@ def prepare(
         host_page_budget=spider_cls.host_page_budget,
         pattern_budget=spider_cls.pattern_budget,
     )
-    spec = JobSpec(
+    return JobSpec(
         name=name,
-        routes=_route_plans(settings, spider_cls),
         spider=spider_ref,
         settings={**(job_settings or {}), SPIDER_NAME: spider_cls.name},
         default_limits=DomainLimits(
@@ -118,8 +129,8 @@ def prepare(
         max_attempts=spider_cls.max_attempts,
         page_budget=traps.host_page_budget,
         pattern_budget=traps.pattern_budget,
+        routes=_route_plans(settings, spider_cls),
     )
-    return Intake(spec, seeds, spider_cls)
 
 
 def _route_plans(settings: Settings, spider_cls: type[Spider]) -> tuple[RoutePlan, ...]:

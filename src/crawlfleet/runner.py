@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -32,19 +30,18 @@ from urllib.parse import urlsplit
 
 from crawlfleet.errors import UsageError
 from crawlfleet.model import JobState, JobStats
+from crawlfleet.output import RecordTail, finish_output, open_tail
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
-    from crawlfleet.data.feeds import Feed
-    from crawlfleet.frontier.ports import Frontier, Insights, JobActivity, RecordCursor
+    from crawlfleet.frontier.ports import Frontier, JobActivity
+    from crawlfleet.output import Output
     from crawlfleet.pool import WorkerPool
 
 __all__ = [
     "CrawlPlan",
     "CrawlReport",
     "CrawlView",
-    "Output",
-    "RecordTail",
     "check_reachable",
     "crawl",
     "is_finished",
@@ -65,16 +62,6 @@ class CrawlView(Protocol):
     def update(self, stats: JobStats, elapsed: float) -> None: ...
     def note(self, line: str) -> None: ...
     def worker_line(self, line: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class Output:
-    """Where records go: ``path`` (``-`` for stdout) in ``fmt``; ``overwrite`` (``-O``) replaces
-    the file with every record of the job, else (``-o``) this run's records are appended."""
-
-    path: str
-    fmt: str
-    overwrite: bool
 
 
 @dataclass(frozen=True)
@@ -213,9 +200,10 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
             raise UsageError(
                 f"job {name} is {job.state.value}: crawlfleet jobs resume {name}, then crawl again"
             )
-        tail = _open_tail(store, name, plan.output, before)
+        tail = open_tail(store, name, plan.output, before.activity)
         report = await _run(store, pool, view, plan, name, tail, intake.kinds)
-        await _finish_output(store, name, plan.output, tail, report)
+        report.written, report.changed, notes = await finish_output(store, name, plan.output, tail)
+        report.notes.extend(notes)
         after = await store.job_activity(name)
         _account(report, before, after, plan.max_error_rate)
         report.removed = removed
@@ -372,103 +360,6 @@ def _account(
             )
     if report.failure is None and report.fetched == 0 and report.dead > 0:
         report.failure = f"no page was fetched: all {report.dead} requests were given up"
-
-
-# -- output ---------------------------------------------------------------------------------------
-
-
-class RecordTail:
-    """Follows a job's records in the store and writes each one once to a feed.
-
-    Reads from a little before its cursor every time (``MARGIN`` seconds): update times are the
-    writers' clocks, and a transaction that took longer can commit after a later one. A record
-    seen again with the same data is skipped; with other data it is counted (``changed``): the
-    file then holds its first version, and the caller decides (rewrite, or say so). It keeps a
-    digest per record key written (memory grows with the records of one run: for jobs of
-    millions of records, ``crawlfleet export`` afterwards needs none).
-    """
-
-    MARGIN = 3.0
-    PAGE = 1000
-
-    def __init__(self, store: Insights, job: str, feed: Feed, start: RecordCursor) -> None:
-        self.store, self.job, self.feed = store, job, feed
-        self.start = start
-        self.seen_until = start[0]
-        self.written: dict[str, int] = {}
-        self.changed = 0
-
-    async def poll(self) -> int:
-        """Write the records stored since the last poll; returns how many were written."""
-        t = max(self.start[0], self.seen_until - self.MARGIN)
-        after: RecordCursor = self.start if t == self.start[0] else (t, None)
-        new = 0
-        while True:
-            page = await self.store.records_since(self.job, after, self.PAGE)
-            rows = []
-            for updated_at, record in page:
-                self.seen_until = max(self.seen_until, updated_at)
-                digest = hash(json.dumps(record.data, sort_keys=True, default=str))
-                known = self.written.get(record.key)
-                if known is None:
-                    rows.append(_row(record.data))
-                elif known != digest:
-                    self.changed += 1
-                self.written[record.key] = digest
-            if rows:
-                await asyncio.to_thread(self.feed.write, rows)
-                new += len(rows)
-            if len(page) < self.PAGE:
-                return new
-            after = (page[-1][0], page[-1][1].key)
-
-
-def _row(data: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(data) if isinstance(data, Mapping) else {"_data": data}
-
-
-def _open_tail(
-    store: Frontier, name: str, output: Output | None, before: _Before
-) -> RecordTail | None:
-    """The output's feed and where it starts: every record of the job when overwriting, what
-    comes after the job's newest record when appending (this run's records)."""
-    if output is None:
-        return None
-    from crawlfleet.data.feeds import open_feed
-
-    feed = open_feed(output.path, output.fmt, overwrite=output.overwrite)
-    newest = before.activity.records_updated_at if before.activity else None
-    start: RecordCursor = (0.0, "") if output.overwrite or newest is None else (newest, None)
-    return RecordTail(store, name, feed, start)
-
-
-async def _finish_output(
-    store: Frontier, name: str, output: Output | None, tail: RecordTail | None, report: CrawlReport
-) -> None:
-    """The last records, the feed closed; a replaced file whose records changed after they
-    were written is rebuilt from the store (it then equals ``crawlfleet export``)."""
-    if output is None or tail is None:
-        return
-    from crawlfleet.data.feeds import open_feed
-
-    await tail.poll()
-    await asyncio.to_thread(tail.feed.close)
-    report.written, report.changed = tail.feed.count, tail.changed
-    report.notes.extend(tail.feed.notes)
-    if not tail.changed:
-        return
-    if not output.overwrite or output.path == "-":
-        report.notes.append(
-            f"{tail.changed} records changed after they were written to {output.path}: "
-            f"crawlfleet export --job {name} has their last version"
-        )
-        return
-    rebuilt = f"{output.path}.rebuild"
-    again = RecordTail(store, name, open_feed(rebuilt, output.fmt, overwrite=True), (0.0, ""))
-    await again.poll()
-    await asyncio.to_thread(again.feed.close)
-    os.replace(rebuilt, output.path)
-    report.written = again.feed.count
 
 
 async def _check_raw_store(settings: Settings) -> None:

@@ -21,8 +21,9 @@ from crawlfleet.cli.common import (
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
+    from crawlfleet.output import Output
     from crawlfleet.pool import WorkerPool
-    from crawlfleet.runner import CrawlPlan, Output
+    from crawlfleet.runner import CrawlPlan
 
 
 @click.command()
@@ -187,7 +188,7 @@ def output_of(path: str | None, fmt: str | None, *, overwrite: bool) -> Output |
     if not path:
         return None
     from crawlfleet.data.feeds import feed_format
-    from crawlfleet.runner import Output
+    from crawlfleet.output import Output
 
     return Output(path, feed_format(path, fmt), overwrite)
 

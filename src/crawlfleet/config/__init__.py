@@ -1,0 +1,114 @@
+"""Settings: defaults < ``crawlfleet.toml`` < ``CRAWLFLEET_*`` environment < command-line flags.
+
+One frozen :class:`Settings` of typed sections, one per table of the file. Every key is
+optional; an unknown key or section is an error that names the nearest known one::
+
+    queue = "sqlite:///.crawlfleet/queue.db"      # or postgresql://user:pass@host/db
+
+    [store]
+    raw = ".crawlfleet/warc"                       # WARC directory, or s3://bucket/prefix
+    s3_endpoint = "http://127.0.0.1:9000"          # S3-compatible server (default: AWS)
+    raw_spool = ".crawlfleet/spool"                # local WARC files waiting for upload to S3
+    warc_max_size = 1073741824
+    warc_gzip_level = 1
+
+    [worker]
+    concurrency = 64          # requests in flight per worker process
+    lease_ttl = 60            # seconds; heartbeats extend it every lease_ttl/3
+    lease_batch = 100
+    fetch_timeout = 30
+    max_body = 16777216
+    max_redirects = 20
+    user_agent = "crawlfleet/0.1"
+
+    [retry]
+    base = 2.0                # first backoff, doubled per attempt, with jitter
+    cap = 600.0
+
+    [pacing]                  # adaptive pacing of each lane (domain), applied by the store
+    max_delay = 60.0          # slowest pace (seconds between request starts) push-back can set
+    pushback_share = 0.25     # share of push-back (429/503/blocks/no answer) among recent ...
+    pushback_window = 25      # ... responses (EWMA) that slows a lane down; a lone 503 does not
+    slowdown_factor = 2.0     # delay multiplier when it does
+    recover_factor = 0.5      # delay multiplier per second without push-back
+    recover_every = 0.25      # seconds per doubling of concurrency while healthy
+    start_concurrency = 4     # a new lane's width; it doubles from there
+    limit_fraction = 0.85     # after a 429, go on at this share of the rate it accepted ...
+    probe = 0.02              # ... and probe upward by this fraction a second
+    limit_hold = 600.0        # seconds the 429 ceiling holds without further push-back
+    latency_ratio = 1.5       # typical latency past this x the lane's unloaded one is load
+    crawl_delay_cap = 30.0    # robots.txt Crawl-delay is a delay floor, capped here
+    retry_after_cap = 3600.0
+    circuit_threshold = 5     # failures in a row (no response or 5xx) that close a host ...
+    circuit_base = 30.0       # ... for this long, doubling per reopening that fails ...
+    circuit_cap = 3600.0      # ... up to this
+    robots_recheck = 60.0     # seconds a host waits while its robots.txt is unreachable
+
+    [traps]                   # trap guards (a spider's own attributes take precedence)
+    max_depth = 50            # links from a seed (false: no limit, for any guard)
+    max_url_length = 2083
+    max_repeated_segments = 2 # one path segment repeated more often: /a/b/a/b/a/b
+    host_page_budget = 100000 # most requests per host per job, counted fleet-wide
+    pattern_budget = 10000    # most requests per URL shape (digits and ids erased)
+
+    [domains."shop.example"]  # politeness for one domain, across the whole fleet
+    concurrency = 4
+    rate = 2.0                # requests per second
+
+    [[routes.pool]]           # proxy pools: see crawlfleet.routes.pools
+    name = "dc"
+    proxies = ["http://user:pass@10.0.0.1:3128"]
+
+    [control]                 # the control API and dashboard (crawlfleet serve)
+    host = "127.0.0.1"
+    port = 8686
+    token = ""                # required to bind anywhere but loopback
+
+Environment: ``CRAWLFLEET_QUEUE``, ``CRAWLFLEET_RAW``, ``CRAWLFLEET_S3_ENDPOINT``,
+``CRAWLFLEET_RAW_SPOOL``, ``CRAWLFLEET_CONCURRENCY``, ``CRAWLFLEET_LEASE_TTL``,
+``CRAWLFLEET_FETCH_TIMEOUT``. S3 credentials come from the usual ``AWS_*`` variables (or any other
+source boto3 reads); they are not settings and never printed. Every repr masks the passwords of
+the queue URL and of proxies, and the control token.
+
+Overrides (flags, ``-s KEY=VALUE``, a spider's ``custom_settings``) name a key as
+``section.key`` (``worker.concurrency``) or by its bare name where that is unambiguous
+(``concurrency``); strings are converted to the key's type.
+"""
+
+from __future__ import annotations
+
+from crawlfleet.config.keys import JOB_SECTIONS, known_keys, nearest, resolve_key, section_keys
+from crawlfleet.config.load import load_settings
+from crawlfleet.config.sections import (
+    DEFAULT_QUEUE,
+    DEFAULT_RAW,
+    DEFAULT_SPOOL,
+    ControlSettings,
+    PacingSettings,
+    RetrySettings,
+    RoutesSettings,
+    StoreSettings,
+    TrapSettings,
+    WorkerSettings,
+)
+from crawlfleet.config.settings import Settings
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "DEFAULT_RAW",
+    "DEFAULT_SPOOL",
+    "JOB_SECTIONS",
+    "ControlSettings",
+    "PacingSettings",
+    "RetrySettings",
+    "RoutesSettings",
+    "Settings",
+    "StoreSettings",
+    "TrapSettings",
+    "WorkerSettings",
+    "known_keys",
+    "load_settings",
+    "nearest",
+    "resolve_key",
+    "section_keys",
+]

@@ -1,0 +1,129 @@
+"""The sections of the settings, one frozen dataclass per table of ``crawlfleet.toml``, and the
+defaults they start from. Every repr masks URL passwords and tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Final
+
+from crawlfleet.policy.pacing import PacingConfig
+from crawlfleet.policy.traps import TrapRules
+
+if TYPE_CHECKING:
+    from crawlfleet.routes.pools import RoutesConfig
+
+__all__ = [
+    "ControlSettings",
+    "PacingSettings",
+    "RetrySettings",
+    "RoutesSettings",
+    "StoreSettings",
+    "TrapSettings",
+    "WorkerSettings",
+    "masked_repr",
+]
+
+DEFAULT_QUEUE: Final = "sqlite:///.crawlfleet/queue.db"
+DEFAULT_RAW: Final = ".crawlfleet/warc"
+DEFAULT_SPOOL: Final = ".crawlfleet/spool"
+DEFAULT_USER_AGENT: Final = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet)"
+#: seconds a host waits while its robots.txt is unreachable (``[pacing] robots_recheck``)
+ROBOTS_RECHECK: Final = 60.0
+
+
+def masked_repr(obj: Any) -> str:
+    """``Name(field=value, ...)`` with URL passwords and tokens masked."""
+    from crawlfleet.urls import mask_credentials
+
+    parts = []
+    for f in fields(obj):
+        if not f.repr:
+            continue
+        value = getattr(obj, f.name)
+        if f.name in _SECRET_FIELDS and value:
+            shown = "'[secure]'"
+        elif isinstance(value, str):
+            shown = repr(mask_credentials(value))
+        else:
+            shown = repr(value)
+        parts.append(f"{f.name}={shown}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
+
+
+_SECRET_FIELDS: Final = frozenset({"token", "password"})
+
+
+@dataclass(frozen=True, repr=False)
+class StoreSettings:
+    """``[store]``: where WARC files go."""
+
+    raw: str = DEFAULT_RAW
+    s3_endpoint: str = ""
+    raw_spool: str = DEFAULT_SPOOL
+    warc_max_size: int = 1 << 30
+    warc_gzip_level: int = 1
+
+    __repr__ = masked_repr
+
+
+@dataclass(frozen=True, repr=False)
+class WorkerSettings:
+    """``[worker]``: one worker process."""
+
+    concurrency: int = 64
+    lease_ttl: float = 60.0
+    lease_batch: int = 100
+    fetch_timeout: float = 30.0
+    max_body: int = 16 << 20
+    max_redirects: int = 20
+    user_agent: str = DEFAULT_USER_AGENT
+    report_interval: float = 0.002
+
+    __repr__ = masked_repr
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """``[retry]``: backoff of retried requests (capped, exponential, jittered)."""
+
+    base: float = 2.0
+    cap: float = 600.0
+
+
+@dataclass(frozen=True)
+class PacingSettings(PacingConfig):
+    """``[pacing]``: :class:`~crawlfleet.policy.pacing.PacingConfig` (but its per-domain
+    ``min_delay`` and ``max_concurrency``, which come from the domain's limits) and
+    ``robots_recheck``."""
+
+    robots_recheck: float = ROBOTS_RECHECK
+
+
+@dataclass(frozen=True)
+class TrapSettings(TrapRules):
+    """``[traps]``: the trap guards a job gets where its spider sets none (``None``: no limit)."""
+
+    max_depth: int | None = 50
+    host_page_budget: int | None = 100_000
+    pattern_budget: int | None = 10_000
+
+
+@dataclass(frozen=True, repr=False)
+class ControlSettings:
+    """``[control]``: the control API and dashboard (``crawlfleet serve``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8686
+    token: str = ""
+
+    __repr__ = masked_repr
+
+
+@dataclass(frozen=True)
+class RoutesSettings:
+    """``[routes]``: the raw table as written (for the route layer) and its parsed pools (whose
+    reprs mask proxy passwords; the table itself is never shown)."""
+
+    table: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    pools: RoutesConfig | None = None  # None: no [routes] table (the direct route only)
