@@ -135,7 +135,7 @@ def test_breaker__a_killed_proxy_is_out_within_seconds_and_back_once_restarted(
             _wait(lambda: shop_stats(base)["requests"] > 120, 60, "the crawl to go on")
             routes[0].start()
             before = shop_stats(base)["clients"].get(routes[0].source, 0)
-            out, err = proc.communicate(timeout=240)
+            _, err = proc.communicate(timeout=240)
         finally:
             if proc.poll() is None:
                 proc.kill()
