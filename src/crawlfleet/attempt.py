@@ -31,7 +31,7 @@ from crawlfleet.fetch.robots import Gate
 from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome
 from crawlfleet.policy.classify import classify, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
-from crawlfleet.policy.traps import url_pattern
+from crawlfleet.policy.traps import page_type
 from crawlfleet.response import Response
 from crawlfleet.routes.identities import Identities
 from crawlfleet.routes.pools import DIRECT
@@ -198,6 +198,8 @@ class Pipeline:
             body=lease.body,
             check_hop=gate.check_hop if gate is not None else None,
         )
+        if a.fetcher.kind == "browser":
+            request = _browser_request(request, a)
         a.started_at = self.clock()
         started = time.perf_counter()
         try:
@@ -260,7 +262,7 @@ class Pipeline:
         a.outcome = found.outcome
         if found.verdict.blocked:
             a.block_reason = found.verdict.reason
-            if found.verdict.reason == "structure:scripts-only" and self._auto_over_http(a):
+            if found.verdict.reason == "structure:scripts-only" and self._suspect(a):
                 # a shell that scripts fill: for an auto spider, a page for the browser
                 return self._to_browser(a, "a scripted shell over HTTP")
         if found.outcome is Outcome.OK:
@@ -305,37 +307,89 @@ class Pipeline:
         return None
 
     def learn_fetcher(self, a: Attempt) -> Verdict | None:
-        """``auto``: a page HTTP gave the spider nothing from (no record, no link) whose scripts
-        build it needs the browser; its page type (domain and URL pattern) is remembered in the
-        store, fleet-wide, and the request goes to a browser worker (no attempt used). An HTTP
-        probe of a page type that needed the browser and now gives output brings it back."""
+        """``auto``: which fetcher each page type (domain and URL pattern) needs, learnt as the
+        crawl goes and remembered in the store, fleet-wide and across crawls.
+
+        Over HTTP, a scripted page the spider got no record from is a suspect, unless its type
+        was judged fine over HTTP: it goes to a browser worker (no attempt used). In the
+        browser, the spider's callback also runs on the document as it arrived (a dry run, its
+        output dropped): a type needs the browser when the rendered page gives more records or
+        more links than the raw one, and HTTP will do otherwise. The callback thus runs twice on
+        an ``auto`` spider's browser pages (keep callbacks free of side effects)."""
         lease, out, result = a.lease, a.output, a.result
-        if lease.fetcher != "auto" or out is None or result is None or a.fetcher is None:
-            return None
-        if a.fetcher.kind != "http":
-            return None
         rt = a.job.runtime
-        pattern = url_pattern(lease.url)
+        if rt.spider_cls.fetcher != "auto" or out is None or result is None or a.fetcher is None:
+            return None
+        pattern = page_type(lease.url)
         key = (lease.domain, pattern)
-        if out.found == 0 and b"<script" in result.body[:_SCRIPT_SCAN].lower():
-            return self._to_browser(a, "HTTP gave the spider nothing from a scripted page")
-        if rt.page_types.get(key) == "browser":  # the probe worked: HTTP will do again
-            rt.page_types[key] = "http"
-            a.learnt = (pattern, "http")
+        known = rt.page_types.get(key)
+        if a.fetcher.kind == "browser":
+            verdict = self._judge(a)
+            rt.suspected.discard(key)
+            if verdict is not None and verdict != known:
+                rt.page_types[key] = verdict
+                a.learnt = (pattern, verdict)
+            return None
+        if lease.fetcher != "auto":
+            return None
+        if out.records or out.quarantined:
+            if known == "browser":  # a probe over HTTP gave records: HTTP will do again
+                rt.page_types[key] = "http"
+                a.learnt = (pattern, "http")
+            return None
+        if self._suspect(a) and b"<script" in result.body[:_SCRIPT_SCAN].lower():
+            return self._to_browser(a, "no record over HTTP from a scripted page")
         return None
+
+    def _judge(self, a: Attempt) -> str | None:
+        """The fetcher a browser page's type needs: the callback's take from the rendered page
+        against its take from the raw document (None when there is no raw document)."""
+        result, rt = a.result, a.job.runtime
+        assert result is not None
+        rendered = getattr(result, "rendered_html", None)
+        if not isinstance(rendered, str) or not result.body:
+            return None
+
+        def sample(body: bytes, encoding: str | None) -> tuple[int, int]:
+            response = Response(
+                result.url,
+                result.status,
+                result.header_map,
+                body,
+                encoding=encoding,
+                meta=a.lease.meta,
+                depth=a.lease.depth,
+                request_url=a.lease.url,
+                unknown_links=_none_unknown,
+            )
+            return rt.sample(response, a.lease.callback)
+
+        raw_items, raw_links = sample(result.body, None)
+        items, links = sample(rendered.encode("utf-8", "surrogatepass"), "utf-8")
+        # a script that adds a link or two (a banner, a chat widget) is not content
+        if items > raw_items or links > raw_links + max(2, raw_links // 10):
+            return "browser"
+        return "http"
 
     def done(self, a: Attempt) -> Verdict:
         return self._completion(a)
 
     @staticmethod
-    def _auto_over_http(a: Attempt) -> bool:
-        return a.lease.fetcher == "auto" and a.fetcher is not None and a.fetcher.kind == "http"
+    def _suspect(a: Attempt) -> bool:
+        """An ``auto`` page over HTTP whose type was not judged fine over HTTP already."""
+        if a.lease.fetcher != "auto" or a.fetcher is None or a.fetcher.kind != "http":
+            return False
+        key = (a.lease.domain, page_type(a.lease.url))
+        return a.job.runtime.page_types.get(key) != "http"
 
     def _to_browser(self, a: Attempt, why: str) -> Failure:
-        """Send an ``auto`` request to the browser, and remember its page type needs it."""
-        pattern = url_pattern(a.lease.url)
-        a.job.runtime.page_types[(a.lease.domain, pattern)] = "browser"
-        a.learnt = (pattern, "browser")
+        """Send an ``auto`` request to the browser, where its page type is judged; until then,
+        new links of that type are sent there too (this worker's guess, not stored)."""
+        pattern = page_type(a.lease.url)
+        rt = a.job.runtime
+        rt.suspected.add((a.lease.domain, pattern))
+        if a.output is not None:  # dropped with this attempt: its links must be sendable again
+            rt.forget(a.output.discovered)
         a.outcome = None
         return Failure(
             a.lease.ref,
@@ -343,7 +397,6 @@ class Pipeline:
             retry_at=self.clock(),
             count_attempt=False,
             refetch_with="browser",
-            page_type=a.learnt,
         )
 
     # -- verdicts -------------------------------------------------------------------------------
@@ -436,6 +489,24 @@ class Pipeline:
             count_attempt=proxy is None,
             route_signal=signal,
         )
+
+
+def _browser_request(request: FetchRequest, a: Attempt) -> FetchRequest:
+    """What the spider asks of the browser for this page: a selector to wait for (the
+    request's ``meta["wait_for"]``, else the spider's ``wait_for``) and its ``page_actions``."""
+    from dataclasses import fields
+
+    from crawlfleet.fetch.browser.request import BrowserRequest
+
+    spider = a.job.runtime.spider
+    wait_for = a.lease.meta.get("wait_for") or getattr(spider, "wait_for", None)
+    actions = getattr(spider, "page_actions", None)
+    plain = {f.name: getattr(request, f.name) for f in fields(request)}
+    return BrowserRequest(**plain, wait_for=wait_for, actions=actions)
+
+
+def _none_unknown(hrefs: list[str], base: str) -> list[str]:
+    return []  # a dry run: links are counted, no Request is built
 
 
 def _refetch(verdict: Verdict) -> bool:

@@ -31,7 +31,7 @@ from crawlfleet.model import (
     QuarantineRow,
     RecordRow,
 )
-from crawlfleet.policy.traps import TrapRules, check_url, url_pattern
+from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import LinkCanonicalizer, canonicalize, fingerprint, host_of, in_scope
@@ -150,6 +150,8 @@ class JobRuntime:
         self.captures = Captures()
         #: the fetcher each page type ``(domain, URL pattern)`` was found to need (``auto``)
         self.page_types: dict[tuple[str, str], str] = {}
+        #: page types this worker sent to the browser on suspicion, not judged there yet
+        self.suspected: set[tuple[str, str]] = set()
         self.traps = traps or trap_rules(spider_cls)
         self.max_attempts = spider_cls.max_attempts
 
@@ -224,9 +226,12 @@ class JobRuntime:
         browser where its page type was found to need it (but for one in ``PROBE_EVERY``, sent
         to HTTP again to learn whether it still does)."""
         fetcher = self.spider_cls.fetcher
-        if fetcher != "auto" or not self.page_types:
+        if fetcher != "auto" or not (self.page_types or self.suspected):
             return fetcher
-        needs = self.page_types.get((host_of(url), url_pattern(url)))
+        key = (host_of(url), page_type(url))
+        needs = self.page_types.get(key)
+        if needs is None and key in self.suspected:
+            return "browser"
         if needs == "browser" and fp[0] % PROBE_EVERY:
             return "browser"
         return fetcher
@@ -280,6 +285,24 @@ class JobRuntime:
             raise ParseError(_short_traceback(exc)) from exc
         out.found += response.links_found
         return out
+
+    def sample(self, response: Response, callback: str | None) -> tuple[int, int]:
+        """What the callback gets out of ``response``, keeping none of it: (items, links). Links
+        are counted as offered (``follow_all`` builds no Request here); a spider error counts
+        what came before it (the real parse is where errors are reported)."""
+        method = getattr(self.spider, callback or "parse", None)
+        items = links = 0
+        if method is None:
+            return items, links
+        try:
+            for obj in _iterate(method(response)):
+                if isinstance(obj, Request):
+                    links += 1
+                elif obj is not None:
+                    items += 1
+        except Exception:  # noqa: S110 - see above
+            pass
+        return items, links + response.links_found
 
     def _record(
         self,

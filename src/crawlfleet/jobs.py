@@ -26,6 +26,9 @@ from crawlfleet.frontier.ports import Jobs, Pacing
 from crawlfleet.routes.pools import Route, RoutesConfig
 from crawlfleet.spiders import load_job_spider
 
+#: seconds between reloads of an ``auto`` job's page types: what other workers judged
+PAGE_TYPES_REFRESH = 10.0
+
 __all__ = ["JobContext", "JobContexts", "safe_name"]
 
 log = logging.getLogger("crawlfleet.worker")
@@ -78,6 +81,8 @@ class JobContexts:
         self._loading: dict[str, asyncio.Future[JobContext | None]] = {}
         self._raw: dict[str, RawStore] = {}
         self._browser: Any = None  # the worker's one BrowserPool, started on first use
+        self._page_types_at: dict[str, float] = {}
+        self._refreshing: set[asyncio.Task[None]] = set()
 
     @property
     def loaded(self) -> list[JobContext]:
@@ -86,7 +91,9 @@ class JobContexts:
     async def get(self, name: str) -> JobContext | None:
         """The job's context, loading it on first use; None if it cannot run here."""
         if name in self._loaded:
-            return self._loaded[name]
+            context = self._loaded[name]
+            self._maybe_refresh(context)
+            return context
         if name in self.unloadable:
             return None
         # many leases of a new job arrive at once: load it once, the others wait for that
@@ -106,12 +113,33 @@ class JobContexts:
             runtime = JobRuntime(job, spider_cls, traps)
             if spider_cls.fetcher == "auto":  # what the fleet learnt, in this and earlier crawls
                 runtime.page_types.update(await self.store.page_types(name))
+                self._page_types_at[name] = asyncio.get_running_loop().time()
             self._loaded[name] = await self._open(runtime)
         except CrawlfleetError as exc:
             self.unloadable[name] = str(exc)
             log.error("cannot run job %s here: %s", name, exc)
             return None
         return self._loaded[name]
+
+    def _maybe_refresh(self, context: JobContext) -> None:
+        """Reload an ``auto`` job's page types now and then, in the background: the verdicts of
+        other workers (a browser worker judges the types an HTTP worker suspected)."""
+        name = context.name
+        at = self._page_types_at.get(name)
+        now = asyncio.get_running_loop().time()
+        if at is None or now - at < PAGE_TYPES_REFRESH:
+            return
+        self._page_types_at[name] = now
+
+        async def refresh() -> None:
+            try:
+                context.runtime.page_types.update(await self.store.page_types(name))
+            except Exception as exc:  # the next reload tries again
+                log.warning("reloading the page types of %s: %s", name, exc)
+
+        task = asyncio.create_task(refresh())
+        self._refreshing.add(task)
+        task.add_done_callback(self._refreshing.discard)
 
     async def _open(self, runtime: JobRuntime) -> JobContext:
         spider = runtime.spider_cls

@@ -160,6 +160,10 @@ class Spider:
     max_attempts: ClassVar[int] = 5
     allow_private_addresses: ClassVar[bool] = False
     skip_duplicate_content: ClassVar[bool] = False
+    #: browser pages (``fetcher = "browser"`` or ``"auto"``): a CSS selector the browser waits
+    #: for before the DOM is read (a request's ``meta["wait_for"]`` overrides it); several
+    #: selectors separated by commas wait for whichever appears first
+    wait_for: ClassVar[str | None] = None
     #: the route pools (``[[routes.pool]]`` names) this spider's requests may leave by; None: the
     #: pools that name its domains or it, else the general ones (see ``crawlfleet.routes.pools``)
     route_pools: ClassVar[list[str] | None] = None
@@ -180,6 +184,11 @@ class Spider:
 
     def parse(self, response: Response) -> Iterator[Any] | None:
         raise NotImplementedError(f"{type(self).__name__}.parse is not defined")
+
+    async def page_actions(self, page: Any) -> None:
+        """Browser pages: act on the Playwright ``page`` once it is ready and before its DOM is
+        read (scroll, click, wait). Does nothing by default."""
+        return
 
     def is_blocked(self, response: Response) -> bool | None:
         """Return True if ``response`` is a block page the generic tests miss (None: no opinion)."""

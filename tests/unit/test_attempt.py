@@ -26,6 +26,7 @@ from crawlfleet.fetch.robots import RobotsCache, RobotsGate
 from crawlfleet.fetch.scripted import ScriptedFetcher, page
 from crawlfleet.jobs import JobContext
 from crawlfleet.model import Completion, DeadReason, Failure, Job, JobState, Lease, Outcome
+from crawlfleet.policy.traps import page_type
 from crawlfleet.spider import Spider
 
 SITE = "http://shop.test"
@@ -231,11 +232,66 @@ async def test_auto__a_scripted_page_http_gives_nothing_from_goes_to_the_browser
         verdict = await h.pipeline.run(h.job, replace(h.lease("/js"), fetcher="auto"))
         assert isinstance(verdict, Failure)
         assert (verdict.refetch_with, verdict.count_attempt) == ("browser", False)
-        assert verdict.page_type == ("shop.test/js", "browser")
-        assert h.job.runtime.page_types[("shop.test", "shop.test/js")] == "browser"
-        assert h.attempts[-1].escalated == "browser"
+        # a suspicion, judged in the browser: nothing is stored yet
+        assert verdict.page_type is None and not h.job.runtime.page_types
+        assert ("shop.test", "shop.test/js") in h.job.runtime.suspected
         static = await h.pipeline.run(h.job, replace(h.lease("/p/1"), fetcher="auto"))
         assert isinstance(static, Completion) and static.records, "a static page stays on HTTP"
+        h.job.runtime.page_types[("shop.test", "shop.test/js")] = "http"
+        judged = await h.pipeline.run(h.job, replace(h.lease("/js"), fetcher="auto"))
+        # a type judged fine over HTTP is not sent again (this empty shell is then a block)
+        assert isinstance(judged, Failure) and judged.refetch_with is None
+    finally:
+        h.job.warc.close()
+
+
+def rendering(dom_of: dict[str, str]) -> ScriptedFetcher:
+    """A browser-kind fetcher: the raw document as ``handler``/``js_handler`` gives it, and the
+    rendered DOM from ``dom_of`` by path (the raw body where the path is not listed)."""
+    from crawlfleet.fetch.browser.result import BrowserResult
+
+    fields = ("url", "status", "reason", "http_version", "headers", "body", "elapsed")
+
+    def render(request: FetchRequest) -> FetchResult:
+        base = js_handler(request)
+        copied = {f: getattr(base, f) for f in (*fields, "remote_ip", "request_headers")}
+        path = request.url.removeprefix(SITE)
+        dom = dom_of.get(path, base.body.decode())
+        return BrowserResult(**copied, rendered_html=dom)
+
+    return ScriptedFetcher(render, kind="browser")
+
+
+@pytest.mark.parametrize(
+    ("path", "dom", "needs"),
+    [
+        # the record is only in the rendered page
+        ("/js", '<html><body><span class="sku">S-9</span></body></html>', "browser"),
+        # links only in the rendered page (a listing a script writes)
+        ("/js", "<html><body>" + "".join(f'<a href="/p/{i}">p</a>' for i in range(9)), "browser"),
+        # the same content either way: HTTP will do
+        ("/p/1", None, "http"),
+        # a script that adds one link (a banner) is not content
+        ("/p/1", PRODUCT.decode().replace("</body>", '<a href="/promo">%</a></body>'), "http"),
+    ],
+)
+async def test_auto__the_browser_judges_a_page_type_by_the_spider_s_take_from_raw_and_rendered(
+    tmp_path: Path, clock: FakeClock, path: str, dom: str | None, needs: str
+) -> None:
+    h = Harness(tmp_path, clock)
+    try:
+        h.job.runtime = JobRuntime(h.job.runtime.job, AutoShop)
+        browser = rendering({path: dom} if dom is not None else {})
+        h.job = replace(h.job, fetchers=FetcherPool([h.fetcher, browser]))
+        h.job.runtime.suspected.add(("shop.test", page_type(SITE + path)))
+        verdict = await h.pipeline.run(h.job, replace(h.lease(path), fetcher="browser"))
+        assert isinstance(verdict, Completion)
+        assert verdict.page_type == (page_type(SITE + path), needs)
+        assert h.job.runtime.page_types[("shop.test", page_type(SITE + path))] == needs
+        assert not h.job.runtime.suspected
+        assert h.attempts[-1].escalated == needs
+        again = await h.pipeline.run(h.job, replace(h.lease(path), fetcher="browser"))
+        assert isinstance(again, Completion) and again.page_type is None, "stored once"
     finally:
         h.job.warc.close()
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlfleet.policy.traps import TrapRules, check_url, url_pattern
+from crawlfleet.policy.traps import TrapRules, check_url, page_type, url_pattern
 
 RULES = TrapRules()
 
@@ -71,3 +71,16 @@ def test_url_pattern_collapses_a_calendar() -> None:
 def test_url_pattern_is_bounded(path: str, query: str) -> None:
     pattern = url_pattern(f"https://shop.test/{path}?{query}")
     assert len(pattern) <= len("shop.test") + 12 * 41 + 1 + 12 * 41
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://shop.test/product/blue-mug-12?ref=x", "shop.test/product/*?ref"),
+        ("https://shop.test/js/category/audio?page=2", "shop.test/js/category/*?page"),
+        ("https://shop.test/about", "shop.test/about"),
+        ("https://shop.test/", "shop.test/"),
+    ],
+)
+def test_page_type__the_items_of_a_section_share_one_type(url: str, expected: str) -> None:
+    assert page_type(url) == expected

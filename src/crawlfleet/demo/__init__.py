@@ -12,10 +12,34 @@ and the spider that crawls it.
 
 from __future__ import annotations
 
-from crawlfleet.demo.catalog import Catalog
-from crawlfleet.demo.faults import Faults
-from crawlfleet.demo.server import make_app, start_demo_server
-from crawlfleet.demo.spider import DemoShop, Product, make_spider
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crawlfleet.demo.catalog import Catalog
+    from crawlfleet.demo.faults import Faults
+    from crawlfleet.demo.server import make_app, start_demo_server
+    from crawlfleet.demo.spider import DemoShop, Product, make_spider
+
+# Imported on first use, so that ``python -m crawlfleet.demo.server`` does not load the server
+# module twice (once by this package, once as __main__).
+_HOMES = {
+    "Catalog": "catalog",
+    "Faults": "faults",
+    "make_app": "server",
+    "start_demo_server": "server",
+    "DemoShop": "spider",
+    "Product": "spider",
+    "make_spider": "spider",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"crawlfleet.demo.{home}"), name)
+
 
 __all__ = [
     "Catalog",

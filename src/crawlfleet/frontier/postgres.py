@@ -736,8 +736,7 @@ class PostgresFrontier:
         return await self._run(tx)
 
     async def page_types(self, job: str) -> dict[tuple[str, str], str]:
-        job_id = await self._job_id(job)
-        rows = await self._run(lambda c: c.fetch(Q["page_types"], job_id), write=False)
+        rows = await self._run(lambda c: c.fetch(Q["page_types"], job), write=False)
         return {(d, p): f for d, p, f in rows}
 
     async def capacity(self, job: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:

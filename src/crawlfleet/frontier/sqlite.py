@@ -703,8 +703,7 @@ class SQLiteFrontier:
         return await self._run(self._write(tx))
 
     async def page_types(self, job: str) -> dict[tuple[str, str], str]:
-        job_id = await self._job_id(job)
-        rows = await self._run(lambda db: db.execute(Q["page_types"], (job_id,)).fetchall())
+        rows = await self._run(lambda db: db.execute(Q["page_types"], (job,)).fetchall())
         return {(d, p): f for d, p, f in rows}
 
     async def capacity(self, job: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:

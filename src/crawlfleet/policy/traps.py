@@ -99,6 +99,20 @@ def url_pattern(url: str) -> str:
     return pattern
 
 
+def page_type(url: str) -> str:
+    """The page type of ``url`` for learning which fetcher it needs: :func:`url_pattern` with
+    the last segment of a deeper path as ``*`` (the item of a section: every category, every
+    product page alike). ``https://shop.test/product/blue-mug-12?ref=x`` gives
+    ``shop.test/product/*?ref``; ``https://shop.test/about`` stays ``shop.test/about``."""
+    pattern, _, query = url_pattern(url).partition("?")
+    host, _, path = pattern.partition("/")
+    segments = path.split("/") if path else []
+    if len(segments) >= 2:
+        segments[-1] = "*"
+    pattern = host + "/" + "/".join(segments)
+    return pattern + "?" + query if query else pattern
+
+
 def budget_keys(url: str, domain: str, rules: TrapRules) -> list[tuple[str, str]]:
     """The budget counters a new request of ``domain`` draws on: ``("host", domain)`` and
     ``("pattern", url_pattern(url))``, each only when its budget is set."""

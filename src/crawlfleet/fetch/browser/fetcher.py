@@ -159,7 +159,8 @@ class BrowserFetcher:
         ``session_key``, ``proxy`` and ``user_agent`` pick the context (one identity each:
         equal values share cookies). ``method``/``body``/``headers`` change the document request
         only. ``wait_until`` ends the navigation (default from the settings); ``wait_for`` is a
-        CSS selector to wait for after it; ``actions(page)`` runs last (scroll, click...).
+        CSS selector to wait for after it; ``actions(page)`` runs last (scroll, click...). Neither
+        applies to an error page (status 400 and up), which is returned as it arrived.
         Raises only :class:`~crawlfleet.errors.FetchError` subclasses.
         """
         request = BrowserRequest(
@@ -247,14 +248,17 @@ class _Visit:
             if response is None:
                 raise BrowserError(f"no document response for {mask_credentials(target)}")
             await self._check_redirects(response)
+            # An error page (404, 429, 503...) is the answer as it stands: the selector and the
+            # actions are for the page the spider asked for, which this is not.
+            ready = response.status < 400
             t = self.clock()
-            if options.wait_for:
+            if options.wait_for and ready:
                 await page.wait_for_selector(
                     options.wait_for, state="attached", timeout=self.remaining_ms()
                 )
             self.timings.wait = self.clock() - t
             t = self.clock()
-            if options.actions is not None:
+            if options.actions is not None and ready:
                 await options.actions(page)
             self.timings.actions = self.clock() - t
             t = self.clock()

@@ -267,23 +267,25 @@ WHERE s.job_id = $1 AND s.key = u.key AND s.id = u.id;
 -- name: migration_0010_page_types
 -- Which fetcher a page type (a domain's URL pattern) needs, learnt by "auto" spiders (the
 -- browser where HTTP gives nothing the spider can use), remembered fleet-wide and across crawls.
+-- Kept by job name: what a job learnt about a site outlives a fresh start of the job.
 CREATE TABLE page_types (
-    job_id     bigint NOT NULL,
+    job        text NOT NULL,
     domain     text NOT NULL,
     pattern    text NOT NULL,
     fetcher    text NOT NULL,
     decided_at double precision NOT NULL,
-    PRIMARY KEY (job_id, domain, pattern)
+    PRIMARY KEY (job, domain, pattern)
 );
 
 -- name: page_types
-SELECT domain, pattern, fetcher FROM page_types WHERE job_id = $1;
+SELECT domain, pattern, fetcher FROM page_types WHERE job = $1;
 
 -- name: set_page_types
-INSERT INTO page_types (job_id, domain, pattern, fetcher, decided_at)
-SELECT u.job_id, u.domain, u.pattern, u.fetcher, $1
+INSERT INTO page_types (job, domain, pattern, fetcher, decided_at)
+SELECT j.name, u.domain, u.pattern, u.fetcher, $1
 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(job_id, domain, pattern, fetcher)
-ON CONFLICT (job_id, domain, pattern) DO UPDATE SET
+JOIN jobs j ON j.id = u.job_id
+ON CONFLICT (job, domain, pattern) DO UPDATE SET
     fetcher = excluded.fetcher, decided_at = excluded.decided_at;
 
 -- name: capacity_domains
@@ -894,7 +896,7 @@ SELECT count(*), count(*) FILTER (WHERE state = 'leased') FROM requests WHERE jo
 
 -- name: delete_job
 -- crawl --fresh: the job and everything of it (its WARC files are not the store's), sessions
--- and learned page types included (a new job gets a new id), in one transaction.
+-- included, in one transaction; what it learnt of its pages' fetchers stays (page_types).
 WITH gone_attempts AS (
     DELETE FROM attempts WHERE request_id IN (SELECT id FROM requests WHERE job_id = $1)
 ), gone_content AS (
@@ -907,8 +909,6 @@ WITH gone_attempts AS (
     DELETE FROM quarantine WHERE job_id = $1
 ), gone_sessions AS (
     DELETE FROM sessions WHERE job_id = $1
-), gone_page_types AS (
-    DELETE FROM page_types WHERE job_id = $1
 )
 DELETE FROM requests WHERE job_id = $1;
 

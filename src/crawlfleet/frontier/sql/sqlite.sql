@@ -261,21 +261,23 @@ DELETE FROM sessions WHERE job_id = ? AND key = ? AND id = ?;
 -- Schema version 10: which fetcher a page type (a domain's URL pattern) needs, learnt by "auto"
 -- spiders (the browser where HTTP gives nothing the spider can use), remembered fleet-wide and
 -- across crawls of the job.
+-- Kept by job name: what a job learnt about a site outlives a fresh start of the job.
 CREATE TABLE page_types (
-    job_id     INTEGER NOT NULL,
+    job        TEXT NOT NULL,
     domain     TEXT NOT NULL,
     pattern    TEXT NOT NULL,
     fetcher    TEXT NOT NULL,
     decided_at REAL NOT NULL,
-    PRIMARY KEY (job_id, domain, pattern)
+    PRIMARY KEY (job, domain, pattern)
 ) WITHOUT ROWID;
 
 -- name: page_types
-SELECT domain, pattern, fetcher FROM page_types WHERE job_id = ?;
+SELECT domain, pattern, fetcher FROM page_types WHERE job = ?;
 
 -- name: set_page_type
-INSERT INTO page_types (job_id, domain, pattern, fetcher, decided_at) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (job_id, domain, pattern) DO UPDATE SET
+INSERT INTO page_types (job, domain, pattern, fetcher, decided_at)
+VALUES ((SELECT name FROM jobs WHERE id = ?), ?, ?, ?, ?)
+ON CONFLICT (job, domain, pattern) DO UPDATE SET
     fetcher = excluded.fetcher, decided_at = excluded.decided_at;
 
 -- name: capacity_domains
@@ -700,15 +702,14 @@ SELECT count(*), sum(state = 'leased') FROM requests WHERE job_id = ?;
 
 -- name: delete_job
 -- crawl --fresh: the job and everything of it (its WARC files are not the store's), sessions
--- and learned page types included (a new job gets a new id), in one transaction; the attempts
--- first, while the requests they belong to can still be found.
+-- included, in one transaction; what it learnt of its pages' fetchers stays (page_types). The
+-- attempts first, while the requests they belong to can still be found.
 DELETE FROM attempts WHERE request_id IN (SELECT id FROM requests WHERE job_id = :job_id);
 DELETE FROM content WHERE job_id = :job_id;
 DELETE FROM budgets WHERE job_id = :job_id;
 DELETE FROM records WHERE job_id = :job_id;
 DELETE FROM quarantine WHERE job_id = :job_id;
 DELETE FROM sessions WHERE job_id = :job_id;
-DELETE FROM page_types WHERE job_id = :job_id;
 DELETE FROM requests WHERE job_id = :job_id;
 DELETE FROM jobs WHERE id = :job_id;
 
