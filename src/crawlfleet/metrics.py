@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
+from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -31,7 +32,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from crawlfleet.events import AttemptEvent, Event, Leased, LeasesLost
-from crawlfleet.model import Outcome
+from crawlfleet.model import KINDS, Outcome
 
 if TYPE_CHECKING:
     from crawlfleet.overview import Overview
@@ -317,11 +318,7 @@ class FleetCollector(Collector):
 
     def __init__(self, overview: Callable[[], Overview | None]) -> None:
         self.overview = overview
-        self._template = [
-            (f.name, f.documentation, f.type)
-            for f in WorkerMetrics().registry.collect()
-            if f.type in ("counter", "histogram")
-        ]
+        self._template = _template()
 
     def collect(self) -> Iterator[Metric]:
         ov = self.overview()
@@ -329,12 +326,31 @@ class FleetCollector(Collector):
             return
         for name, doc, kind in self._template:
             family = Metric(name, doc, kind)
-            for (sample, labels), value in sorted(ov.samples.items()):
-                if _belongs(sample, name, kind):
-                    family.add_sample(sample, dict(labels), value)
+            mine = [
+                (key, value) for key, value in ov.samples.items() if _belongs(key[0], name, kind)
+            ]
+            for (sample, labels), value in sorted(mine, key=lambda kv: _order(kv[0])):
+                family.add_sample(sample, dict(labels), value)
             yield family
         yield success_family(ov.samples)
         yield from store_families(ov)
+
+
+@cache
+def _template() -> list[tuple[str, str, str]]:
+    """Name, help and type of every counter and histogram a worker reports."""
+    families = WorkerMetrics().registry.collect()
+    return [
+        (f.name, f.documentation, f.type) for f in families if f.type in ("counter", "histogram")
+    ]
+
+
+def _order(key: tuple[str, tuple[tuple[str, str], ...]]) -> tuple[Any, ...]:
+    """Series by their labels, a histogram's buckets in increasing ``le`` (as the format asks)."""
+    sample, labels = key
+    rest = tuple((k, v) for k, v in labels if k != "le")
+    le = dict(labels).get("le")
+    return (rest, sample, float(le) if le is not None else 0.0)
 
 
 def _belongs(sample: str, family: str, kind: str) -> bool:
@@ -512,7 +528,7 @@ _STATES: Final = ("healthy", "open", "probing")
 
 def _worker_families(ov: Overview) -> Iterator[Metric]:
     alive = [w for w in ov.workers if w.alive]
-    kinds: dict[str, int] = {}
+    kinds: dict[str, int] = dict.fromkeys(KINDS, 0)
     for w in alive:
         for kind in w.stats.kinds.split(","):
             kinds[kind] = kinds.get(kind, 0) + 1

@@ -72,9 +72,9 @@ optional; an unknown key or section is an error that names the nearest known one
 
 Environment: ``CRAWLFLEET_QUEUE``, ``CRAWLFLEET_RAW``, ``CRAWLFLEET_S3_ENDPOINT``,
 ``CRAWLFLEET_RAW_SPOOL``, ``CRAWLFLEET_CONCURRENCY``, ``CRAWLFLEET_LEASE_TTL``,
-``CRAWLFLEET_FETCH_TIMEOUT``. S3 credentials come from the usual ``AWS_*`` variables (or any other
-source boto3 reads); they are not settings and never printed. Every repr masks the passwords of
-the queue URL and of proxies, and the control token.
+``CRAWLFLEET_FETCH_TIMEOUT``, ``CRAWLFLEET_CONTROL_TOKEN``. S3 credentials come from the usual
+``AWS_*`` variables (or any other source boto3 reads); they are not settings and never printed.
+Every repr masks the passwords of the queue URL and of proxies, and the control token.
 
 Overrides (flags, ``-s KEY=VALUE``, a spider's ``custom_settings``) name a key as
 ``section.key`` (``worker.concurrency``) or by its bare name where that is unambiguous
