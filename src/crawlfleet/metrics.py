@@ -84,13 +84,11 @@ class WorkerMetrics:
     """One worker's metrics, in a registry of its own (several workers may share a process in
     tests); :meth:`observe` is its :class:`~crawlfleet.events.Observer`."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, jobs: int = JOB_CAP, domains: int = DOMAIN_CAP, routes: int = ROUTE_CAP
+    ) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)
-        self.job, self.domain, self.route = (
-            LabelCap(JOB_CAP),
-            LabelCap(DOMAIN_CAP),
-            LabelCap(ROUTE_CAP),
-        )
+        self.job, self.domain, self.route = LabelCap(jobs), LabelCap(domains), LabelCap(routes)
         page = ["job", "domain", "kind"]
         self.pages = Counter("crawlfleet_pages", "Pages by outcome", [*page, "outcome"], registry=r)
         self.bytes = Counter("crawlfleet_response_bytes", "Decoded bytes", page, registry=r)

@@ -82,7 +82,7 @@ class History:
 
     def as_json(self) -> dict[str, Any]:
         pts = list(self.points)
-        pairs = list(zip([None, *pts[:-1]], pts, strict=True))
+        pairs = list(zip([None, *pts], pts, strict=False))  # (previous, point)
         return {
             "t": [p.t for p in pts],
             "throughput": [_rate(a, b, "fetched") for a, b in pairs],
