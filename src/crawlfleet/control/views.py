@@ -47,6 +47,7 @@ def shell(name: str, title: str, token: str, refresh_ms: int) -> str:
 <meta name="crawlfleet-token" content="{escape(token)}">
 <meta name="crawlfleet-refresh" content="{refresh_ms}">
 <title>crawlfleet · {escape(title)}</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/static/uPlot.min.css">
 <link rel="stylesheet" href="/static/dashboard.css">
 </head>
