@@ -314,14 +314,20 @@ class FleetCollector(Collector):
     """``serve``'s ``/metrics``: the fleet's summed counters (types and help from
     :class:`WorkerMetrics`) and :func:`store_families` of the newest overview."""
 
-    def __init__(self, overview: Callable[[], Overview | None]) -> None:
+    def __init__(self, overview: Callable[[], Overview | None], *, counters: bool = True) -> None:
         self.overview = overview
+        self.counters = counters  # False: the store's numbers only (workers scraped on their own)
         self._template = _template()
 
     def collect(self) -> Iterator[Metric]:
         ov = self.overview()
         if ov is None:
             return
+        if self.counters:
+            yield from self._counters(ov)
+        yield from store_families(ov)
+
+    def _counters(self, ov: Overview) -> Iterator[Metric]:
         for name, doc, kind in self._template:
             family = Metric(name, doc, kind)
             mine = [
@@ -331,7 +337,6 @@ class FleetCollector(Collector):
                 family.add_sample(sample, dict(labels), value)
             yield family
         yield success_family(ov.samples)
-        yield from store_families(ov)
 
 
 @cache

@@ -107,3 +107,37 @@ def test_fleet_collector__serve_exposes_the_sums_under_the_workers_names() -> No
     assert got[("crawlfleet_tier_moves_total", (("direction", "up"),))] == 1
     assert got[("crawlfleet_validation_failure_ratio", (("job", "j"),))] == 0
     assert got[("crawlfleet_alerts", (("rule", "no_worker_alive"),))] == 0, "both reported now"
+
+
+def test_grafana_dashboard__every_metric_it_queries_is_one_serve_or_a_worker_exposes() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    m = WorkerMetrics()
+    m.observe(page(latency=0.1, records=1, quarantined=1, escalated="browser", dead_reason=None))
+    m.observe(LeasesLost(1, reported=True))
+    worker = WorkerStats("w", 1.0, "http", "h", 1, 100.0, m.snapshot(), '{"memory": 1}')
+    stats = JobStats("j", JobState.RUNNING, queued=1, attempts_histogram={1: 1})
+    ov = build_overview(
+        100.0, [stats], [{"trap": 1}], queue=[], lanes=[], routes=[],
+        counts=FleetCounts({}, 0, 0), workers=[worker],
+    )  # fmt: skip
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FleetCollector(lambda: ov))
+    text = generate_latest(registry).decode() + generate_latest(m.registry).decode()
+    exposed = set(re.findall(r"^# TYPE (\w+) (\w+)", text, re.MULTILINE))
+    names = set()
+    for name, kind in exposed:
+        names |= {name, f"{name}_total"} if kind == "counter" else {name}
+        if kind == "histogram":
+            names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    board = Path(__file__).parents[2] / "docs" / "grafana-dashboard.json"
+    exprs = [t["expr"] for p in json.loads(board.read_text())["panels"] for t in p["targets"]]
+    queried = {n for e in exprs for n in re.findall(r"\bcrawlfleet_\w+", e)}
+    assert queried and queried <= names, sorted(queried - names)
+
+    store_only = CollectorRegistry(auto_describe=False)
+    store_only.register(FleetCollector(lambda: ov, counters=False))
+    only = generate_latest(store_only).decode()
+    assert "crawlfleet_pages_total" not in only and "crawlfleet_queue_backlog" in only

@@ -13,7 +13,7 @@ proxy URLs only masked, and only those this process's settings know.
 ``GET /api/history``                   the charts' series
 ``POST /api/jobs/NAME/ACTION``         ACTION: pause, resume, cancel
 ``POST /api/dead/replay``              ``{"ids": [...]}`` or ``{"job": ..., "reason": ...}``
-``GET /metrics``                       Prometheus text (:class:`~crawlfleet.metrics.FleetCollector`)
+``GET /metrics[?only=store]``          Prometheus text (:class:`~crawlfleet.metrics.FleetCollector`)
 =====================================  =========================================================
 """
 
@@ -269,6 +269,8 @@ async def replay(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     ov = await _ov(request)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(FleetCollector(lambda: ov))
+    # ?only=store: without the workers' summed counters, for a Prometheus that scrapes every
+    # worker's own /metrics too (it would count them twice)
+    registry.register(FleetCollector(lambda: ov, counters=request.query.get("only") != "store"))
     body = generate_latest(registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST, **NO_STORE})
