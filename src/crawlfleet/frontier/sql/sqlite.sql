@@ -769,13 +769,14 @@ FROM worker_stats WHERE last_seen >= ? ORDER BY worker, started_at;
 -- name: queue_by_domain
 -- The backlog per job and domain, and when each one's oldest ready request was queued. Only
 -- unfinished rows are read: requests_job_state narrows every job to its queued and leased ones,
--- so the cost follows the backlog, not the crawl's history.
+-- so the cost follows the backlog, not the crawl's history (CROSS JOIN keeps SQLite's planner
+-- from scanning every request instead: jobs are few, requests many).
 SELECT j.name, r.domain,
        sum(r.state = 'queued' AND r.ready_at <= :now),
        sum(r.state = 'queued' AND r.ready_at > :now),
        sum(r.state = 'leased'),
        min(CASE WHEN r.state = 'queued' AND r.ready_at <= :now THEN r.created_at END)
-FROM jobs j JOIN requests r ON r.job_id = j.id AND r.state IN ('queued', 'leased')
+FROM jobs j CROSS JOIN requests r ON r.job_id = j.id AND r.state IN ('queued', 'leased')
 GROUP BY j.name, r.domain;
 
 -- name: lane_rows
@@ -799,7 +800,9 @@ SELECT coalesce(sum(to_tier > from_tier), 0), coalesce(sum(to_tier < from_tier),
 FROM tier_moves;
 
 -- name: blocked_attempts
-SELECT count(*) FROM attempts a JOIN requests r ON r.id = a.request_id
+-- from the (failed attempts only) history to its requests, never the other way round: CROSS
+-- JOIN fixes that order, one primary-key probe per failed attempt
+SELECT count(*) FROM attempts a CROSS JOIN requests r ON r.id = a.request_id
 WHERE r.job_id = ? AND a.outcome = 'blocked';
 
 -- name: quarantine_items
