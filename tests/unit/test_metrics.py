@@ -141,3 +141,18 @@ def test_grafana_dashboard__every_metric_it_queries_is_one_serve_or_a_worker_exp
     store_only.register(FleetCollector(lambda: ov, counters=False))
     only = generate_latest(store_only).decode()
     assert "crawlfleet_pages_total" not in only and "crawlfleet_queue_backlog" in only
+
+
+def test_sample_gauges__in_flight_leases_process_and_browser_memory() -> None:
+    from types import SimpleNamespace
+
+    m = WorkerMetrics()
+    assert "browser_rss" not in m.sample_gauges(in_flight=3, leases_held=5)  # no browser
+    m.browser = lambda: SimpleNamespace(memory=SimpleNamespace(rss=300 << 20, anon=200 << 20))
+    gauges = m.sample_gauges(in_flight=3, leases_held=5)
+    assert (gauges["in_flight"], gauges["leases_held"]) == (3, 5)
+    assert gauges["memory"] > 1 << 20, "this process's own RSS, from /proc"
+    assert (gauges["browser_rss"], gauges["browser_anon"]) == (300 << 20, 200 << 20)
+    got = parsed(generate_latest(m.registry).decode())
+    assert got[("crawlfleet_browser_memory_bytes", (("measure", "anon"),))] == 200 << 20
+    assert got[("crawlfleet_leases_held", ())] == 5
