@@ -2,8 +2,8 @@
 
 The attempt pipeline emits one :class:`AttemptEvent` per attempt once its verdict is known; the
 worker's loops emit :class:`LeasesLost` (fenced reports, expired leases) and :class:`Leased`.
-Observers are plain callables: metrics (:func:`crawlfleet.metrics.observe`) is one, route health
-and sessions are others, tests collect events in a list::
+Observers are plain callables: metrics (:meth:`crawlfleet.metrics.WorkerMetrics.observe`) is
+one, route health and sessions are others, tests collect events in a list::
 
     events = EventBus()
     seen: list[Event] = []

@@ -88,6 +88,10 @@ class JobContexts:
     def loaded(self) -> list[JobContext]:
         return list(self._loaded.values())
 
+    def browser_stats(self) -> Any:
+        """The stats (``PoolStats``) of this worker's browser pool; None while it runs none."""
+        return self._browser.stats if self._browser is not None else None
+
     async def get(self, name: str) -> JobContext | None:
         """The job's context, loading it on first use; None if it cannot run here."""
         if name in self._loaded:

@@ -340,6 +340,7 @@ class JobStats:
     traps: int = 0  # dead(trap): links refused by trap guards and budgets
     duplicates: int = 0  # done requests whose body was the same as an earlier request's
     gone: int = 0  # done with a final answer (404, 410, ...): dead links, not dead letters
+    blocked: int = 0  # attempts answered with a block (block page, 403/429 block): retried
     traps_by_domain: Mapping[str, int] = field(default_factory=dict)
     #: finished (done or dead) fetched requests by how many attempts they took
     attempts_histogram: Mapping[int, int] = field(default_factory=dict)

@@ -7,6 +7,10 @@ transactions, after the WARC data of the batch is durable (snapshot before ack),
 again in the same transaction. The heartbeat keeps held leases alive. Only caches live here
 (:mod:`crawlfleet.jobs`); a worker can die at any moment and lose nothing but time.
 
+A fourth loop reports the worker's counters and gauges (:class:`crawlfleet.metrics.
+WorkerMetrics`, an observer of its events) to the store every ``stats_every`` seconds, and once
+more when it stops: the fleet's totals are the sums of these rows (``serve``, ``status``).
+
 SIGTERM: stop leasing, let in-flight attempts finish within ``grace`` seconds, give the rest back
 (``release``), flush, exit. A second SIGTERM stops at once (leases then expire and are rescued).
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import signal
@@ -27,9 +32,10 @@ from dataclasses import dataclass, field
 from crawlfleet import metrics
 from crawlfleet.attempt import GiveBack, Pipeline
 from crawlfleet.config import Settings
+from crawlfleet.errors import StoreError
 from crawlfleet.events import EventBus, Leased, LeasesLost
 from crawlfleet.extract import JobRuntime
-from crawlfleet.frontier.ports import Frontier
+from crawlfleet.frontier.ports import Frontier, WorkerStats
 from crawlfleet.jobs import JobContexts
 from crawlfleet.model import KINDS, Completion, Failure, JobState, Lease, LeaseRef
 from crawlfleet.routes.identities import Identities
@@ -91,7 +97,9 @@ class Worker:
         self.grace = grace
         self.kinds = tuple(k for k in KINDS if k in kinds)
         self.events = events or EventBus()
-        self.events.subscribe(metrics.observe)
+        self.metrics = metrics.WorkerMetrics()
+        self.events.subscribe(self.metrics.observe)
+        self.started_at = time.time()
         self.contexts = JobContexts(
             frontier,
             self.settings,
@@ -100,6 +108,7 @@ class Worker:
             kinds=self.kinds,
             routes=routes,
         )
+        self.metrics.browser = self.contexts.browser_stats
         self.identities = Identities(frontier, user_agent=self.settings.user_agent, routes=routes)
         self.pipeline = Pipeline(self.settings, self.events, identities=self.identities)
         self._job_names: tuple[float, list[str]] = (-JOB_LIST_TTL, [])
@@ -112,6 +121,7 @@ class Worker:
         self._reporting = 0  # reports on their way to the store right now
         self._asking = 0  # leases asked for in store calls on their way
         self._stopping = asyncio.Event()
+        self._last_pages = (time.monotonic(), 0.0)  # for the pages/s of a report
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -135,6 +145,7 @@ class Worker:
         await self.contexts.raw_store(self.settings)  # a raw store that cannot work fails now
         reporter = asyncio.create_task(self._report_loop(), name="reporter")
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        stats = asyncio.create_task(self._stats_loop(), name="stats")
         try:
             await self._lease_loop()
             await self._drain()
@@ -147,11 +158,13 @@ class Worker:
                     await asyncio.wait_for(self._reported.wait(), left)
             reporter.cancel()
             heartbeat.cancel()
-            for task in (reporter, heartbeat):
+            stats.cancel()
+            for task in (reporter, heartbeat, stats):
                 with suppress(asyncio.CancelledError):
                     await task
             await self._flush()
             await self.contexts.close()
+            await self._save_stats(stopped=True)  # the last counts: the fleet's totals are exact
 
     def _free(self) -> int:
         """Requests this worker may lease now (in flight and being asked for count as taken)."""
@@ -387,6 +400,37 @@ class Worker:
                 self.events.emit(LeasesLost(len(lost), reported=False))
                 log.warning("%d leases were lost (expired and taken over)", len(lost))
                 self._drop(lost)
+
+    # -- what this worker did, for the fleet's totals -------------------------------------------
+
+    async def _stats_loop(self) -> None:
+        while True:
+            await self._save_stats()
+            await asyncio.sleep(self.settings.worker.stats_every)
+
+    async def _save_stats(self, *, stopped: bool = False) -> None:
+        """Write this process's counters and gauges to the store (its row in worker_stats)."""
+        at, before = self._last_pages
+        now, pages = time.monotonic(), self.metrics.pages_total()
+        self._last_pages = (now, pages)
+        gauges = self.metrics.sample_gauges(in_flight=len(self._tasks), leases_held=len(self._held))
+        gauges["pages_per_second"] = (pages - before) / (now - at) if now > at else 0.0
+        if stopped:
+            gauges["stopped"] = 1
+        row = WorkerStats(
+            self.worker_id,
+            self.started_at,
+            ",".join(self.kinds),
+            socket.gethostname(),
+            os.getpid(),
+            time.time(),
+            self.metrics.snapshot(),
+            json.dumps(gauges, separators=(",", ":")),
+        )
+        try:
+            await self.frontier.save_worker_stats(row)
+        except StoreError as exc:  # counts are for watching: a store hiccup must not stop work
+            log.warning("could not report this worker's counters: %s", exc)
 
     def _drop(self, lost: list[int]) -> None:
         """Forget leases another worker owns now: their work here can no longer be reported."""

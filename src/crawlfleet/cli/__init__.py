@@ -31,6 +31,7 @@ COMMANDS = {
     "submit": "crawlfleet.cli.submit:submit",
     "worker": "crawlfleet.cli.worker:worker",
     "status": "crawlfleet.cli.status:status",
+    "serve": "crawlfleet.cli.serve:serve",
     "jobs": "crawlfleet.cli.jobs:jobs",
     "export": "crawlfleet.cli.export:export",
     "dead": "crawlfleet.cli.dead:dead",

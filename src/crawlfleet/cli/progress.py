@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from types import TracebackType
 
 from rich.console import Console
@@ -17,6 +18,30 @@ from crawlfleet.cli.views import progress_line
 from crawlfleet.model import JobStats
 
 console = Console(stderr=True, highlight=False)
+
+
+class RateMeter:
+    """Requests finished per second over the last ``window`` seconds of updates (the times are
+    passed in: pure)."""
+
+    def __init__(self, window: float = 10.0) -> None:
+        self.window = window
+        self._samples: deque[tuple[float, int]] = deque()
+
+    def add(self, t: float, finished: int) -> float:
+        """Note ``finished`` requests at time ``t``; returns the rate over the window."""
+        self._samples.append((t, finished))
+        while len(self._samples) > 2 and self._samples[1][0] <= t - self.window:
+            self._samples.popleft()
+        t0, n0 = self._samples[0]
+        return max(0.0, (finished - n0) / (t - t0)) if t > t0 else 0.0
+
+
+def eta(remaining: int, rate: float) -> float | None:
+    """Seconds until ``remaining`` requests are done at ``rate`` (None: no rate yet)."""
+    if remaining <= 0:
+        return 0.0
+    return remaining / rate if rate > 0 else None
 
 
 class CrawlProgress:
@@ -38,6 +63,7 @@ class CrawlProgress:
             transient=False,
         )
         self._task = self._progress.add_task(f"crawling {job}", total=1, line="")
+        self._meter = RateMeter()
 
     def __enter__(self) -> CrawlProgress:
         if self.tty:
@@ -57,17 +83,15 @@ class CrawlProgress:
             self.job = stats.job
             self._progress.update(self._task, description=f"crawling {stats.job}")
         done = stats.done + stats.dead
-        total = done + stats.queued + stats.waiting + stats.leased
-        rate = stats.done / elapsed if elapsed > 0 else 0.0
+        left = stats.queued + stats.waiting + stats.leased
+        total = done + left
+        rate = self._meter.add(time.monotonic(), done)
+        line = progress_line(stats, rate, eta(left, rate))
         if self.tty:
-            line = progress_line(stats, rate)
             self._progress.update(self._task, completed=done, total=max(total, 1), line=line)
         elif time.monotonic() - self._last_print >= self.every:
             self._last_print = time.monotonic()
-            console.print(
-                f"{self.job}: {done:,}/{total:,} pages · {progress_line(stats, rate)}",
-                soft_wrap=True,
-            )
+            console.print(f"{self.job}: {done:,}/{total:,} pages · {line}", soft_wrap=True)
 
     def note(self, line: str) -> None:
         if self.quiet < 2:

@@ -10,6 +10,7 @@ import click
 from crawlfleet.cli.common import async_command, opened, queue_option, settings
 
 if TYPE_CHECKING:
+    from crawlfleet.config import Settings
     from crawlfleet.frontier.ports import Frontier
 
 
@@ -36,7 +37,9 @@ async def status(
     watch: bool,
     every: float,
 ) -> None:
-    """Each job's state, backlog and results, and whether it is finished fleet-wide.
+    """Each job's state, backlog and results, and whether it is finished fleet-wide; then the
+    fleet: workers alive, pages/s, success, block and validation failure rates, the busiest
+    domains (backlog, oldest queued request, in flight, pacing), pools, and the alerts.
 
     \b
     The first word is the job's state and progress:
@@ -51,9 +54,9 @@ async def status(
         if as_json:
             click.echo(json.dumps(await _json(store, names)))
         elif watch:
-            await _watch(store, names, every)
+            await _watch(store, s, names, every)
         else:
-            for line in await _lines(store, names):
+            for line in await _lines(store, s, names):
                 click.echo(line)
 
 
@@ -80,18 +83,23 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
     return out
 
 
-async def _lines(store: Frontier, names: list[str]) -> list[str]:
-    from crawlfleet.cli.views import status_block
+async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
+    import time
+
+    from crawlfleet.cli.views import fleet_lines, status_block
+    from crawlfleet.overview import read_overview
 
     if not names:
         return ["no jobs"]
     lines: list[str] = []
     for name in names:
         lines += status_block(await store.stats(name), await store.job_activity(name))
-    return lines
+    c = s.control
+    ov = await read_overview(store, time.time(), rules=c.alert_rules(), alive_after=c.alive_after)
+    return [*lines, "", *fleet_lines(ov)]
 
 
-async def _watch(store: Frontier, names: list[str], every: float) -> None:
+async def _watch(store: Frontier, s: Settings, names: list[str], every: float) -> None:
     """The same lines, redrawn every ``every`` seconds in place, until Ctrl-C."""
     import asyncio
     import contextlib
@@ -111,9 +119,12 @@ async def _watch(store: Frontier, names: list[str], every: float) -> None:
         with Live(console=Console(highlight=False), auto_refresh=False) as live:
             while not stop.is_set():
                 current = names or [j.name for j in await store.list_jobs()]
-                lines = await _lines(store, current)
+                lines = await _lines(store, s, current)
                 head = f"crawlfleet status · {when(time.time())} · Ctrl-C to leave"
-                live.update(Text("\n".join([head, *lines])))
+                text = Text(head, style="bold")
+                for line in lines:
+                    text.append("\n" + line, style="red" if line.startswith("! ") else "")
+                live.update(text)
                 live.refresh()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), every)

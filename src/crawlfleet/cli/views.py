@@ -1,6 +1,7 @@
-"""Text views of the store's numbers: pure functions of ``JobStats``, ``JobActivity``, ``Job``
-and ``CrawlReport``, shared by ``status``, ``status --watch``, ``jobs`` and ``crawl``'s
-progress and summary (and the dashboard's text, when it comes)."""
+"""Text views of the store's numbers: pure functions of ``JobStats``, ``JobActivity``, ``Job``,
+``Overview`` and ``CrawlReport``, shared by ``status``, ``status --watch``, ``jobs`` and
+``crawl``'s progress and summary (the dashboard shows the same numbers from the same
+:class:`~crawlfleet.overview.Overview`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from crawlfleet.model import Job, JobState, JobStats
 
 if TYPE_CHECKING:
     from crawlfleet.frontier.ports import JobActivity
+    from crawlfleet.overview import Overview
     from crawlfleet.runner import CrawlReport
+
+#: most domains and workers ``status`` lists (the busiest first)
+LISTED = 8
 
 
 def when(timestamp: float | None) -> str:
@@ -88,12 +93,73 @@ def job_row(job: Job, stats: JobStats) -> str:
     return f"{job.name}\t{state}\t{job.spider}\t{when(job.created_at)}"
 
 
-def progress_line(s: JobStats, rate: float) -> str:
-    """The counts beside ``crawl``'s progress bar."""
+def progress_line(s: JobStats, rate: float, eta: float | None = None) -> str:
+    """The counts beside ``crawl``'s progress bar: pages/s, queued, done, blocked, records,
+    quarantined, retried, dead and the time left at the current rate."""
     return (
-        f"{s.records} records · {s.quarantined} quarantined · {s.retried} retried · "
-        f"{s.dead} dead · {s.queued + s.waiting} queued · {rate:,.0f} pages/s"
+        f"{rate:,.0f} pages/s · {s.queued + s.waiting:,} queued · {s.done:,} done · "
+        f"{s.blocked:,} blocked · {s.records:,} records · {s.quarantined:,} quarantined · "
+        f"{s.retried:,} retried · {s.dead:,} dead · ETA {duration(eta)}"
     )
+
+
+def duration(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``2h10m``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def fleet_lines(ov: Overview) -> list[str]:
+    """The fleet's overview as ``status`` prints it after the jobs: throughput, success, block
+    and validation failure rates, backlog, the busiest domains, pools, workers and alerts."""
+    alive = [w for w in ov.workers if w.alive]
+    kinds: dict[str, int] = {}
+    for w in alive:
+        for kind in w.stats.kinds.split(","):
+            kinds[kind] = kinds.get(kind, 0) + 1
+    by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+    lines = [
+        f"fleet: {len(alive)} workers alive{f' ({by_kind})' if by_kind else ''} · "
+        f"{ov.pages_per_second:,.1f} pages/s · success {share(ov.success_ratio)} · "
+        f"recent block rate {share(ov.block_ratio)} · validation failures "
+        f"{share(ov.validation_failure_ratio)} · backlog {ov.backlog:,} (oldest "
+        f"{duration(ov.oldest_age)}) · leases expired "
+        f"{ov.counts.attempts_by_outcome.get('lease_expired', 0):,}"
+    ]
+    for d in ov.domains[:LISTED]:
+        lines.append(
+            f"  {d.domain}: backlog {d.backlog:,} (oldest {duration(d.oldest_age)}) · in flight "
+            f"{d.in_flight}/{d.max_in_flight} · delay {d.delay:.3f}s · recent block rate "
+            f"{share(d.block_ratio if d.recent_attempts else None)} · {d.pages:,.0f} pages"
+        )
+    if len(ov.domains) > LISTED:
+        lines.append(f"  +{len(ov.domains) - LISTED} more domains")
+    pools = [
+        f"{name} {h.healthy} healthy" + (f", {h.open} open" if h.open else "")
+        + (f", {h.probing} probing" if h.probing else "")
+        for name, h in ov.pools.items()
+        if name != "direct"
+    ]  # fmt: skip
+    if pools:
+        lines.append(f"routes: {' · '.join(pools)}")
+    for w in alive[:LISTED]:
+        memory = f" · {w.memory / 2**20:,.0f} MiB" if w.memory else ""
+        lines.append(
+            f"  worker {w.stats.worker} ({w.stats.kinds}): {w.pages_per_second:,.1f} pages/s · "
+            f"{w.pages:,.0f} pages · in flight {w.in_flight}{memory}"
+        )
+    lines += [f"! {a.message}" for a in ov.alerts] or ["alerts: none"]
+    return lines
 
 
 def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | None) -> list[str]:

@@ -38,6 +38,17 @@ if TYPE_CHECKING:
 @click.option("--exit-when-finished", is_flag=True, help="Exit once the jobs have no work left.")
 @click.option("--worker-id", help="Name in leases and logs (default host-pid).")
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Serve this worker's own Prometheus /metrics on this port (0: any free one).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of --metrics-port (read-only; no job state is changed through it).",
+)
+@click.option(
     "--coordinated",
     is_flag=True,
     hidden=True,
@@ -54,6 +65,8 @@ def worker(
     concurrency: int | None,
     exit_when_finished: bool,
     worker_id: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
     coordinated: bool,
 ) -> None:
     """Join the fleet: lease work for every running job whose spider this worker can load.
@@ -76,7 +89,8 @@ def worker(
     s = settings(ctx, overrides)
     if spiders and not _spiders_exist(spiders):
         fail(f"--spiders {spiders}: no such directory or importable module")
-    args = (s, job_list, exit_when_finished, worker_id, spiders, coordinated, kinds)
+    metrics_at = (metrics_host, metrics_port) if metrics_port is not None else None
+    args = (s, job_list, exit_when_finished, worker_id, spiders, coordinated, kinds, metrics_at)
     profile = os.environ.get("CRAWLFLEET_PROFILE")  # a directory: write a cProfile per worker
     if not profile:
         run(_worker(*args))
@@ -129,6 +143,7 @@ async def _worker(
     spiders: str | None,
     coordinated: bool,
     kinds: tuple[str, ...],
+    metrics_at: tuple[str, int] | None,
 ) -> None:
     import logging
 
@@ -152,7 +167,18 @@ async def _worker(
         log.info(
             "worker %s leases %s from %r", w.worker_id, ", ".join(jobs or ["every job"]), store
         )
-        await w.run()
+        exporter = None
+        if metrics_at is not None:
+            from crawlfleet.control.app import start_metrics_server
+
+            exporter = await start_metrics_server(w.metrics.registry, *metrics_at)
+            host, port = exporter.addresses[0][:2]
+            print(f"worker {w.worker_id} metrics on http://{host}:{port}/metrics", flush=True)
+        try:
+            await w.run()
+        finally:
+            if exporter is not None:
+                await exporter.cleanup()
         log.info("worker %s stops", w.worker_id)
 
 

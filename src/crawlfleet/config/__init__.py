@@ -20,6 +20,7 @@ optional; an unknown key or section is an error that names the nearest known one
     max_body = 16777216
     max_redirects = 20
     user_agent = "crawlfleet/0.1"
+    stats_every = 5.0         # seconds between a worker's reports of its counters to the store
 
     [retry]
     base = 2.0                # first backoff, doubled per attempt, with jitter
@@ -63,12 +64,17 @@ optional; an unknown key or section is an error that names the nearest known one
     host = "127.0.0.1"
     port = 8686
     token = ""                # required to bind anywhere but loopback
+    allowed_hosts = ""        # Host names besides loopback's the dashboard answers (a,b)
+    alert_oldest_age = 600.0  # alert: a ready request waited longer (seconds)
+    alert_block_rate = 0.2    # alert: share of a domain's recent attempts blocked
+    alert_validation_rate = 0.05  # alert: share of a job's records that failed validation
+    alive_after = 30.0        # a worker not heard of for this long is gone
 
 Environment: ``CRAWLFLEET_QUEUE``, ``CRAWLFLEET_RAW``, ``CRAWLFLEET_S3_ENDPOINT``,
 ``CRAWLFLEET_RAW_SPOOL``, ``CRAWLFLEET_CONCURRENCY``, ``CRAWLFLEET_LEASE_TTL``,
-``CRAWLFLEET_FETCH_TIMEOUT``. S3 credentials come from the usual ``AWS_*`` variables (or any other
-source boto3 reads); they are not settings and never printed. Every repr masks the passwords of
-the queue URL and of proxies, and the control token.
+``CRAWLFLEET_FETCH_TIMEOUT``, ``CRAWLFLEET_CONTROL_TOKEN``. S3 credentials come from the usual
+``AWS_*`` variables (or any other source boto3 reads); they are not settings and never printed.
+Every repr masks the passwords of the queue URL and of proxies, and the control token.
 
 Overrides (flags, ``-s KEY=VALUE``, a spider's ``custom_settings``) name a key as
 ``section.key`` (``worker.concurrency``) or by its bare name where that is unambiguous

@@ -26,6 +26,7 @@ ENV: Final = {
     "CRAWLFLEET_CONCURRENCY": "worker.concurrency",
     "CRAWLFLEET_LEASE_TTL": "worker.lease_ttl",
     "CRAWLFLEET_FETCH_TIMEOUT": "worker.fetch_timeout",
+    "CRAWLFLEET_CONTROL_TOKEN": "control.token",
 }
 
 

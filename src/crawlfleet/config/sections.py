@@ -11,6 +11,7 @@ from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import TrapRules
 
 if TYPE_CHECKING:
+    from crawlfleet.alerts import AlertRules
     from crawlfleet.routes.pools import RoutesConfig
 
 __all__ = [
@@ -79,6 +80,7 @@ class WorkerSettings:
     max_redirects: int = 20
     user_agent: str = DEFAULT_USER_AGENT
     report_interval: float = 0.002
+    stats_every: float = 5.0
 
     __repr__ = masked_repr
 
@@ -116,8 +118,18 @@ class ControlSettings:
     host: str = "127.0.0.1"
     port: int = 8686
     token: str = ""
+    allowed_hosts: str = ""
+    alert_oldest_age: float = 600.0
+    alert_block_rate: float = 0.2
+    alert_validation_rate: float = 0.05
+    alive_after: float = 30.0
 
     __repr__ = masked_repr
+
+    def alert_rules(self) -> AlertRules:
+        from crawlfleet.alerts import AlertRules
+
+        return AlertRules(self.alert_oldest_age, self.alert_block_rate, self.alert_validation_rate)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ class Settings:
             )
         if w.concurrency < 1 or w.lease_batch < 1:
             raise ConfigError("concurrency and lease_batch must be at least 1")
+        if w.stats_every <= 0:
+            raise ConfigError("worker.stats_every must be more than 0 seconds")
         check_raw_url(self.store.raw)
         self.pacing_config()
         return self

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings
+from crawlfleet.frontier.ports import QuarantineItem
 from crawlfleet.model import (
     AttemptRow,
     DeadLetter,
@@ -58,6 +59,7 @@ __all__ = [
     "lane_rows",
     "lease_from_row",
     "quarantine_from_row",
+    "quarantine_item_from_row",
     "quarantine_values",
     "record_from_row",
     "record_values",
@@ -177,6 +179,13 @@ def quarantine_from_row(row: Sequence[Any]) -> QuarantineRow:
     _id, data, errors, url, fetched_at, *warc = row
     data_obj = json.loads(data) if data else None
     return QuarantineRow(data_obj, json.loads(errors), url, fetched_at, *warc)
+
+
+def quarantine_item_from_row(row: Sequence[Any]) -> QuarantineItem:
+    """``quarantine_items`` / ``quarantine_item`` rows: id, job name, then the quarantine row."""
+    item_id, job, url, data, errors, fetched_at, *warc = row
+    q = quarantine_from_row((item_id, data, errors, url, fetched_at, *warc))
+    return QuarantineItem(int(item_id), job, q)
 
 
 def lane_rows(

@@ -5,7 +5,8 @@
 * :class:`Jobs` — jobs and their state (``submit``, ``pause``, ``resume``, ``cancel``);
 * :class:`Pacing` — per-lane limits and pacing as the store holds them;
 * :class:`Insights` — read-only views for the commands, export and the dashboard: stats,
-  records, quarantine, dead letters.
+  records, quarantine, dead letters, and the fleet's picture (backlog per domain, lanes, routes,
+  what the workers report).
 
 :class:`Frontier` is all of them: each backend (SQLite, PostgreSQL) implements it, and
 ``crawlfleet.frontier.open_frontier`` picks one from a queue URL. Callers take the narrowest port
@@ -63,16 +64,22 @@ from crawlfleet.model import (
 from crawlfleet.policy.pacing import PacingState
 
 __all__ = [
+    "DomainQueue",
     "DomainState",
+    "FleetCounts",
     "Frontier",
     "Insights",
     "JobActivity",
     "Jobs",
+    "LaneRow",
     "LaneState",
     "LeaseHolder",
     "Pacing",
+    "QuarantineItem",
     "Queue",
     "RecordCursor",
+    "RouteRow",
+    "WorkerStats",
 ]
 
 
@@ -118,6 +125,89 @@ class JobActivity:
     dead_by_reason: Mapping[str, int]
     holders: Sequence[LeaseHolder]
     records_updated_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """What one worker process reports (``save_worker_stats``), one row per process: its id and
+    start time, the fetcher kinds it runs (``"http,browser"``), where it runs, when it last
+    reported, and its counters and gauges as JSON (:meth:`crawlfleet.metrics.WorkerMetrics.
+    snapshot`: the store keeps them as they come, the readers add them up)."""
+
+    worker: str
+    started_at: float
+    kinds: str
+    host: str
+    pid: int
+    last_seen: float
+    counters: str = "{}"
+    gauges: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class DomainQueue:
+    """A job's unfinished requests on one domain: ready now, waiting for a retry, leased, and
+    when the oldest ready one was queued (None: none is ready)."""
+
+    job: str
+    domain: str
+    ready: int
+    waiting: int
+    leased: int
+    oldest_ready_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LaneRow:
+    """A lane as the dashboard shows it: its pacing now (in flight, width, delay, next start,
+    hold), its route's pool and tier, its health (the JSON of a
+    :class:`crawlfleet.policy.health.RouteStats`) and its domain's tier and caps."""
+
+    domain: str
+    route: str
+    pool: str
+    tier: int
+    in_flight: int
+    concurrency: int
+    max_in_flight: int
+    delay: float
+    next_at: float
+    blocked_until: float
+    health: str
+    domain_tier: int
+    domain_in_flight: int
+    domain_max_in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRow:
+    """A route the store knows, with its breaker (the JSON of a
+    :class:`crawlfleet.policy.health.Breaker`; ``{}``: never tripped). Never a proxy URL."""
+
+    id: str
+    pool: str
+    tier: int
+    breaker: str
+    open_until: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetCounts:
+    """Counts over the whole store: failed attempts by outcome (``lease_expired``,
+    ``blocked``, ``retryable_error``, ...) and route-tier moves up (escalations) and down."""
+
+    attempts_by_outcome: Mapping[str, int]
+    tier_moves_up: int
+    tier_moves_down: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineItem:
+    """A quarantined record with its id and job (for the dashboard and its raw snapshot)."""
+
+    id: int
+    job: str
+    row: QuarantineRow
 
 
 #: a position in a job's records ordered by (update time, key): after ``(t, key)``, or after
@@ -192,6 +282,10 @@ class Queue(Protocol):
 
     async def rescue_expired(self) -> int:
         """Return expired leases to the queue (or dead(worker_lost)); returns how many."""
+        ...
+
+    async def save_worker_stats(self, stats: WorkerStats) -> None:
+        """Write a worker process's report (its row is keyed by worker id and start time)."""
         ...
 
 
@@ -277,6 +371,34 @@ class Insights(Protocol):
         times are the writers' clocks: a reader that must not miss a commit that was slower
         than a later one reads again from a little before its cursor."""
         ...
+
+    async def worker_stats(self, since: float = 0.0) -> list[WorkerStats]:
+        """The reports of every worker process last heard of at ``since`` or later."""
+        ...
+
+    async def queue_by_domain(self) -> list[DomainQueue]:
+        """Every (job, domain) with unfinished requests: its backlog and oldest ready request."""
+        ...
+
+    async def lane_rows(self, limit: int = 1000) -> list[LaneRow]:
+        """Up to ``limit`` lanes, the most recently served first."""
+        ...
+
+    async def route_rows(self) -> list[RouteRow]:
+        """Every route the store knows (``direct`` included), by pool."""
+        ...
+
+    async def fleet_counts(self) -> FleetCounts:
+        """Failed attempts by outcome and route-tier moves, over the whole store."""
+        ...
+
+    async def quarantine_items(
+        self, job: str | None = None, limit: int = 100
+    ) -> list[QuarantineItem]:
+        """The newest quarantined records (of one job, or of all)."""
+        ...
+
+    async def quarantine_item(self, item_id: int) -> QuarantineItem | None: ...
 
 
 class Frontier(Queue, Jobs, Pacing, Insights, Protocol):

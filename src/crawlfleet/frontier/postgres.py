@@ -14,6 +14,7 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import astuple
 from typing import Any, TypeVar
 
 import asyncpg
@@ -30,13 +31,25 @@ from crawlfleet.frontier.common import (
     lane_rows,
     lease_from_row,
     quarantine_from_row,
+    quarantine_item_from_row,
     quarantine_values,
     record_from_row,
     record_values,
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
-from crawlfleet.frontier.ports import DomainState, JobActivity, LeaseHolder, RecordCursor
+from crawlfleet.frontier.ports import (
+    DomainQueue,
+    DomainState,
+    FleetCounts,
+    JobActivity,
+    LaneRow,
+    LeaseHolder,
+    QuarantineItem,
+    RecordCursor,
+    RouteRow,
+    WorkerStats,
+)
 from crawlfleet.frontier.sql import queries
 from crawlfleet.model import (
     KINDS,
@@ -793,13 +806,14 @@ class PostgresFrontier:
             raise StoreError(f"no job named {job!r} in {self._where()}")
         now = self.clock()
 
-        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int]]:
+        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int], int]:
             counts = await conn.fetchrow(Q["count_states"], now, j.id)
             traps = dict(await conn.fetch(Q["traps_by_domain"], j.id))
             histogram = dict(await conn.fetch(Q["attempts_histogram"], j.id))
-            return counts, traps, histogram
+            blocked = await conn.fetchval(Q["blocked_attempts"], j.id)
+            return counts, traps, histogram, blocked
 
-        s, traps, histogram = await self._run(read, write=False)
+        s, traps, histogram, blocked = await self._run(read, write=False)
         return JobStats(
             job=job,
             state=j.state,
@@ -818,6 +832,7 @@ class PostgresFrontier:
             attempts_histogram=histogram,
             duplicates=s[10],
             gone=s[11],
+            blocked=blocked,
         )
 
     async def is_finished(self, job: str) -> bool:
@@ -921,6 +936,42 @@ class PostgresFrontier:
         job_id = await self._job_id(job)
         rows = await self._page("records_since", job_id, after[0], after[1], limit)
         return [(row[0], record_from_row(tuple(row)[1:])) for row in rows]
+
+    # -- the fleet's picture (serve, status) ----------------------------------------------------
+
+    async def save_worker_stats(self, stats: WorkerStats) -> None:
+        values = astuple(stats)
+        await self._run(lambda c: c.execute(Q["save_worker_stats"], *values))
+
+    async def worker_stats(self, since: float = 0.0) -> list[WorkerStats]:
+        return [WorkerStats(*row) for row in await self._page("worker_stats", since)]
+
+    async def queue_by_domain(self) -> list[DomainQueue]:
+        return [DomainQueue(*row) for row in await self._page("queue_by_domain", self.clock())]
+
+    async def lane_rows(self, limit: int = 1000) -> list[LaneRow]:
+        return [LaneRow(*row) for row in await self._page("lane_rows", limit)]
+
+    async def route_rows(self) -> list[RouteRow]:
+        return [RouteRow(*row) for row in await self._page("route_rows")]
+
+    async def fleet_counts(self) -> FleetCounts:
+        async def read(conn: Conn) -> FleetCounts:
+            outcomes = dict(await conn.fetch(Q["attempts_by_outcome"]))
+            up, down = await conn.fetchrow(Q["tier_move_counts"])
+            return FleetCounts(outcomes, up, down)
+
+        return await self._run(read, write=False)
+
+    async def quarantine_items(
+        self, job: str | None = None, limit: int = 100
+    ) -> list[QuarantineItem]:
+        rows = await self._page("quarantine_items", job, limit)
+        return [quarantine_item_from_row(tuple(row)) for row in rows]
+
+    async def quarantine_item(self, item_id: int) -> QuarantineItem | None:
+        rows = await self._page("quarantine_item", item_id)
+        return quarantine_item_from_row(tuple(rows[0])) if rows else None
 
 
 async def _has_schema(conn: Conn) -> bool:

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,13 +31,25 @@ from crawlfleet.frontier.common import (
     lane_rows,
     lease_from_row,
     quarantine_from_row,
+    quarantine_item_from_row,
     quarantine_values,
     record_from_row,
     record_values,
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
-from crawlfleet.frontier.ports import DomainState, JobActivity, LeaseHolder, RecordCursor
+from crawlfleet.frontier.ports import (
+    DomainQueue,
+    DomainState,
+    FleetCounts,
+    JobActivity,
+    LaneRow,
+    LeaseHolder,
+    QuarantineItem,
+    RecordCursor,
+    RouteRow,
+    WorkerStats,
+)
 from crawlfleet.frontier.sql import queries
 from crawlfleet.model import (
     KINDS,
@@ -772,6 +785,7 @@ class SQLiteFrontier:
             s = db.execute(Q["count_states"], {"now": now, "job_id": j.id}).fetchone()
             rec, quar = db.execute(Q["count_records"], {"job_id": j.id}).fetchone()
             traps = dict(db.execute(Q["traps_by_domain"], (j.id,)).fetchall())
+            (blocked,) = db.execute(Q["blocked_attempts"], (j.id,)).fetchone()
             return JobStats(
                 job=job,
                 state=j.state,
@@ -789,6 +803,7 @@ class SQLiteFrontier:
                 traps_by_domain=traps,
                 duplicates=s[8] or 0,
                 gone=s[9] or 0,
+                blocked=blocked,
                 attempts_histogram=dict(db.execute(Q["attempts_histogram"], (j.id,)).fetchall()),
             )
 
@@ -907,6 +922,47 @@ class SQLiteFrontier:
         args = {"job_id": job_id, "t": after[0], "k": after[1], "limit": limit}
         rows = await self._run(lambda db: db.execute(Q["records_since"], args).fetchall())
         return [(row[0], record_from_row(row[1:])) for row in rows]
+
+    # -- the fleet's picture (serve, status) ----------------------------------------------------
+
+    async def save_worker_stats(self, stats: WorkerStats) -> None:
+        values = astuple(stats)
+        await self._run(self._write(lambda db: db.execute(Q["save_worker_stats"], values)))
+
+    async def worker_stats(self, since: float = 0.0) -> list[WorkerStats]:
+        rows = await self._page("worker_stats", (since,))
+        return [WorkerStats(*row) for row in rows]
+
+    async def queue_by_domain(self) -> list[DomainQueue]:
+        rows = await self._run(
+            lambda db: db.execute(Q["queue_by_domain"], {"now": self.clock()}).fetchall()
+        )
+        return [DomainQueue(*row) for row in rows]
+
+    async def lane_rows(self, limit: int = 1000) -> list[LaneRow]:
+        return [LaneRow(*row) for row in await self._page("lane_rows", (limit,))]
+
+    async def route_rows(self) -> list[RouteRow]:
+        return [RouteRow(*row) for row in await self._page("route_rows", ())]
+
+    async def fleet_counts(self) -> FleetCounts:
+        def read(db: sqlite3.Connection) -> FleetCounts:
+            outcomes = dict(db.execute(Q["attempts_by_outcome"]).fetchall())
+            up, down = db.execute(Q["tier_move_counts"]).fetchone()
+            return FleetCounts(outcomes, up, down)
+
+        return await self._run(read)
+
+    async def quarantine_items(
+        self, job: str | None = None, limit: int = 100
+    ) -> list[QuarantineItem]:
+        args = {"job": job, "limit": limit}
+        rows = await self._run(lambda db: db.execute(Q["quarantine_items"], args).fetchall())
+        return [quarantine_item_from_row(row) for row in rows]
+
+    async def quarantine_item(self, item_id: int) -> QuarantineItem | None:
+        row = await self._run(lambda db: db.execute(Q["quarantine_item"], (item_id,)).fetchone())
+        return None if row is None else quarantine_item_from_row(row)
 
 
 class _Picker:

@@ -943,3 +943,83 @@ LIMIT $4;
 -- name: lock_job
 -- delete_job: a concurrent submit or delete of the same job waits for this one to commit
 SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE;
+
+-- name: migration_0012_worker_stats
+-- What each worker process reports every few seconds (its counters as crawlfleet.metrics
+-- serialises them, and its gauges), one row per process (a worker id and its start time: a
+-- restarted worker of the same id adds a row, so no count is lost), kept after it exits: the
+-- fleet's totals are the sums over the rows, so serve and status show them without a
+-- Prometheus server; last_seen tells the live workers from the gone.
+CREATE TABLE worker_stats (
+    worker     text NOT NULL,
+    started_at double precision NOT NULL,
+    kinds      text NOT NULL,
+    host       text NOT NULL,
+    pid        integer NOT NULL,
+    last_seen  double precision NOT NULL,
+    counters   text NOT NULL,
+    gauges     text NOT NULL,
+    PRIMARY KEY (worker, started_at)
+);
+
+-- name: save_worker_stats
+INSERT INTO worker_stats (worker, started_at, kinds, host, pid, last_seen, counters, gauges)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (worker, started_at) DO UPDATE SET
+    kinds = excluded.kinds, last_seen = excluded.last_seen,
+    counters = excluded.counters, gauges = excluded.gauges;
+
+-- name: worker_stats
+SELECT worker, started_at, kinds, host, pid, last_seen, counters, gauges
+FROM worker_stats WHERE last_seen >= $1 ORDER BY worker, started_at;
+
+-- name: queue_by_domain
+-- The backlog per job and domain, and when each one's oldest ready request was queued. Only
+-- unfinished rows are read (requests_job_state narrows every job to its queued and leased
+-- ones), so the cost follows the backlog, not the crawl's history.
+SELECT j.name, r.domain,
+       count(*) FILTER (WHERE r.state = 'queued' AND r.ready_at <= $1)::int,
+       count(*) FILTER (WHERE r.state = 'queued' AND r.ready_at > $1)::int,
+       count(*) FILTER (WHERE r.state = 'leased')::int,
+       min(r.created_at) FILTER (WHERE r.state = 'queued' AND r.ready_at <= $1)
+FROM jobs j JOIN requests r ON r.job_id = j.id AND r.state IN ('queued', 'leased')
+GROUP BY j.name, r.domain;
+
+-- name: lane_rows
+-- every lane with its route's pool and its domain's caps, the most recently served first
+SELECT l.domain, l.route, coalesce(r.pool, l.route), l.tier, l.in_flight, l.concurrency,
+       l.max_in_flight, l.delay, l.next_at, l.blocked_until, l.health,
+       d.tier, d.in_flight, d.max_in_flight
+FROM lanes l JOIN domains d ON d.domain = l.domain LEFT JOIN routes r ON r.id = l.route
+ORDER BY l.last_lease_at DESC, l.domain, l.route
+LIMIT $1;
+
+-- name: route_rows
+SELECT id, pool, tier, breaker, open_until FROM routes ORDER BY pool, id;
+
+-- name: attempts_by_outcome
+-- the attempts history holds failed attempts only: blocks, errors, expired leases
+SELECT outcome, count(*)::int FROM attempts GROUP BY outcome;
+
+-- name: tier_move_counts
+SELECT count(*) FILTER (WHERE to_tier > from_tier)::int,
+       count(*) FILTER (WHERE to_tier < from_tier)::int
+FROM tier_moves;
+
+-- name: blocked_attempts
+SELECT count(*)::int FROM attempts a JOIN requests r ON r.id = a.request_id
+WHERE r.job_id = $1 AND a.outcome = 'blocked';
+
+-- name: quarantine_items
+SELECT q.id, j.name, q.url, q.data::text, q.errors::text, q.fetched_at, q.warc_file,
+       q.warc_record_id, q.warc_refers_to_file, q.warc_refers_to
+FROM quarantine q JOIN jobs j ON j.id = q.job_id
+WHERE ($1::text IS NULL OR j.name = $1)
+ORDER BY q.id DESC
+LIMIT $2;
+
+-- name: quarantine_item
+SELECT q.id, j.name, q.url, q.data::text, q.errors::text, q.fetched_at, q.warc_file,
+       q.warc_record_id, q.warc_refers_to_file, q.warc_refers_to
+FROM quarantine q JOIN jobs j ON j.id = q.job_id
+WHERE q.id = $1;

@@ -737,3 +737,85 @@ WHERE job_id = :job_id AND updated_at >= :t
   AND (updated_at > :t OR (:k IS NOT NULL AND key > :k))
 ORDER BY updated_at, key
 LIMIT :limit;
+
+-- name: migration_0012_worker_stats
+-- Schema version 12: what each worker process reports every few seconds (its counters as
+-- crawlfleet.metrics serialises them, and its gauges), one row per process (a worker id and
+-- its start time: a restarted worker of the same id adds a row, so no count is lost), kept
+-- after it exits: the fleet's totals are the sums over the rows, so serve and status show them
+-- without a Prometheus server; last_seen tells the live workers from the gone.
+CREATE TABLE IF NOT EXISTS worker_stats (
+    worker     TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    kinds      TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    last_seen  REAL NOT NULL,
+    counters   TEXT NOT NULL,
+    gauges     TEXT NOT NULL,
+    PRIMARY KEY (worker, started_at)
+) WITHOUT ROWID;
+
+-- name: save_worker_stats
+INSERT INTO worker_stats (worker, started_at, kinds, host, pid, last_seen, counters, gauges)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (worker, started_at) DO UPDATE SET
+    kinds = excluded.kinds, last_seen = excluded.last_seen,
+    counters = excluded.counters, gauges = excluded.gauges;
+
+-- name: worker_stats
+SELECT worker, started_at, kinds, host, pid, last_seen, counters, gauges
+FROM worker_stats WHERE last_seen >= ? ORDER BY worker, started_at;
+
+-- name: queue_by_domain
+-- The backlog per job and domain, and when each one's oldest ready request was queued. Only
+-- unfinished rows are read: requests_job_state narrows every job to its queued and leased ones,
+-- so the cost follows the backlog, not the crawl's history (CROSS JOIN keeps SQLite's planner
+-- from scanning every request instead: jobs are few, requests many).
+SELECT j.name, r.domain,
+       sum(r.state = 'queued' AND r.ready_at <= :now),
+       sum(r.state = 'queued' AND r.ready_at > :now),
+       sum(r.state = 'leased'),
+       min(CASE WHEN r.state = 'queued' AND r.ready_at <= :now THEN r.created_at END)
+FROM jobs j CROSS JOIN requests r ON r.job_id = j.id AND r.state IN ('queued', 'leased')
+GROUP BY j.name, r.domain;
+
+-- name: lane_rows
+-- every lane with its route's pool and its domain's caps, the most recently served first
+SELECT l.domain, l.route, coalesce(r.pool, l.route), l.tier, l.in_flight, l.concurrency,
+       l.max_in_flight, l.delay, l.next_at, l.blocked_until, l.health,
+       d.tier, d.in_flight, d.max_in_flight
+FROM lanes l JOIN domains d ON d.domain = l.domain LEFT JOIN routes r ON r.id = l.route
+ORDER BY l.last_lease_at DESC, l.domain, l.route
+LIMIT ?;
+
+-- name: route_rows
+SELECT id, pool, tier, breaker, open_until FROM routes ORDER BY pool, id;
+
+-- name: attempts_by_outcome
+-- the attempts history holds failed attempts only: blocks, errors, expired leases
+SELECT outcome, count(*) FROM attempts GROUP BY outcome;
+
+-- name: tier_move_counts
+SELECT coalesce(sum(to_tier > from_tier), 0), coalesce(sum(to_tier < from_tier), 0)
+FROM tier_moves;
+
+-- name: blocked_attempts
+-- from the (failed attempts only) history to its requests, never the other way round: CROSS
+-- JOIN fixes that order, one primary-key probe per failed attempt
+SELECT count(*) FROM attempts a CROSS JOIN requests r ON r.id = a.request_id
+WHERE r.job_id = ? AND a.outcome = 'blocked';
+
+-- name: quarantine_items
+SELECT q.id, j.name, q.url, q.data, q.errors, q.fetched_at, q.warc_file, q.warc_record_id,
+       q.warc_refers_to_file, q.warc_refers_to
+FROM quarantine q JOIN jobs j ON j.id = q.job_id
+WHERE (:job IS NULL OR j.name = :job)
+ORDER BY q.id DESC
+LIMIT :limit;
+
+-- name: quarantine_item
+SELECT q.id, j.name, q.url, q.data, q.errors, q.fetched_at, q.warc_file, q.warc_record_id,
+       q.warc_refers_to_file, q.warc_refers_to
+FROM quarantine q JOIN jobs j ON j.id = q.job_id
+WHERE q.id = ?;

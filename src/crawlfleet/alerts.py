@@ -1,0 +1,116 @@
+"""Alerts as simple rules over the fleet's numbers: pure, one function, thresholds passed in.
+
+The rules (``[control]`` keys in parentheses; see :class:`AlertRules`):
+
+* ``oldest_queued_age`` — a job's request ready on a domain has waited longer than
+  ``alert_oldest_age`` seconds (the domain is paced below its backlog, or nothing leases it);
+* ``block_rate`` — more than ``alert_block_rate`` of a domain's recent attempts were blocked
+  (recent: the lanes' health, counts halved every minute), once it had at least
+  :data:`MIN_RECENT_ATTEMPTS` of them;
+* ``validation_failure_rate`` — more than ``alert_validation_rate`` of the records a job's spider
+  produced failed validation (quarantined), once it produced :data:`MIN_RECORDS`;
+* ``no_worker_alive`` — requests are ready to run but no worker reported within
+  ``alive_after`` seconds.
+
+The dashboard and ``status`` show the firing alerts; ``/metrics`` has ``crawlfleet_alerts{rule}``
+(how many subjects fire each rule, 0 when none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["RULES", "Alert", "AlertRules", "evaluate"]
+
+#: every rule's name, in the order alerts are listed
+RULES: Final = ("no_worker_alive", "oldest_queued_age", "block_rate", "validation_failure_rate")
+#: recent (decayed) attempts a domain needs before its block rate can alert: a lone block is not
+MIN_RECENT_ATTEMPTS: Final = 10.0
+#: records a job's spider must have produced before its validation failure rate can alert
+MIN_RECORDS: Final = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRules:
+    """The thresholds (``[control]``: ``alert_oldest_age`` seconds, ``alert_block_rate`` and
+    ``alert_validation_rate`` as shares from 0 to 1)."""
+
+    oldest_age: float = 600.0
+    block_rate: float = 0.2
+    validation_rate: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One rule firing for one subject (a ``job/domain``, a domain, a job, or the fleet)."""
+
+    rule: str
+    subject: str
+    value: float
+    threshold: float
+
+    @property
+    def message(self) -> str:
+        if self.rule == "oldest_queued_age":
+            return (
+                f"{self.subject}: the oldest ready request has waited {self.value:,.0f}s "
+                f"(over {self.threshold:,.0f}s)"
+            )
+        if self.rule == "block_rate":
+            return (
+                f"{self.subject}: {self.value:.0%} of recent attempts blocked "
+                f"(over {self.threshold:.0%})"
+            )
+        if self.rule == "validation_failure_rate":
+            return (
+                f"{self.subject}: {self.value:.1%} of records failed validation "
+                f"(over {self.threshold:.1%})"
+            )
+        return f"{self.value:,.0f} requests ready and no worker alive"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "rule": self.rule,
+            "subject": self.subject,
+            "value": self.value,
+            "threshold": self.threshold,
+            "message": self.message,
+        }
+
+
+def evaluate(
+    rules: AlertRules,
+    *,
+    oldest: Iterable[tuple[str, float]] = (),
+    blocks: Iterable[tuple[str, float, float]] = (),
+    validation: Iterable[tuple[str, float, float]] = (),
+    ready: int = 0,
+    workers_alive: int = 0,
+) -> list[Alert]:
+    """The alerts firing now.
+
+    ``oldest``: ``(subject, seconds)`` per job and domain; ``blocks``: ``(domain, blocked share,
+    recent attempts)``; ``validation``: ``(job, failure share, records produced)``; ``ready``:
+    requests ready to run in running jobs; ``workers_alive``: workers heard of lately.
+    """
+    out: list[Alert] = []
+    if ready > 0 and workers_alive == 0:
+        out.append(Alert("no_worker_alive", "fleet", float(ready), 0.0))
+    out += [
+        Alert("oldest_queued_age", subject, age, rules.oldest_age)
+        for subject, age in oldest
+        if age > rules.oldest_age
+    ]
+    out += [
+        Alert("block_rate", domain, share, rules.block_rate)
+        for domain, share, attempts in blocks
+        if attempts >= MIN_RECENT_ATTEMPTS and share > rules.block_rate
+    ]
+    out += [
+        Alert("validation_failure_rate", job, share, rules.validation_rate)
+        for job, share, made in validation
+        if made >= MIN_RECORDS and share > rules.validation_rate
+    ]
+    return out
