@@ -121,6 +121,8 @@ def test_breaker__a_killed_proxy_is_out_within_seconds_and_back_once_restarted(
     routes = fleet.http[1:4]
     with demo_shop("--products", "200", "--latency", "0.03") as base:
         _config(work, [p.url for p in routes], concurrency=4)
+        with (work / "crawlfleet.toml").open("a") as fh:  # probe a dead route every second
+            fh.write("\n[pacing]\nbreaker_cooldown = 1.0\nbreaker_cooldown_cap = 2.0\n")
         (work / "shop.py").write_text(SPIDER.format(start=base + "/"))
         proc = subprocess.Popen(
             [sys.executable, "-m", "crawlfleet", "crawl", "shop.py", "-o", "out.jsonl"],

@@ -21,7 +21,14 @@ from crawlfleet.model import Completion, Failure
 from crawlfleet.policy.classify import Outcome
 from crawlfleet.policy.escalation import EscalationState, Move
 from crawlfleet.policy.escalation import update as escalate
-from crawlfleet.policy.health import Breaker, BreakerState, RouteStats, Signal
+from crawlfleet.policy.health import (
+    DEFAULT_HEALTH,
+    Breaker,
+    BreakerState,
+    HealthConfig,
+    RouteStats,
+    Signal,
+)
 from crawlfleet.policy.pacing import PacingConfig, PacingState, initial, update
 
 __all__ = ["Event", "apply", "event_of_completion", "event_of_failure", "state_from_row"]
@@ -72,7 +79,9 @@ def event_of_failure(f: Failure) -> Event:
     return Event(f.outcome, f.status, f.latency, f.retry_after, f.started_at, signal)
 
 
-def fold_breaker(document: str, events: Iterable[Event], now: float) -> tuple[str, float]:
+def fold_breaker(
+    document: str, events: Iterable[Event], now: float, config: HealthConfig = DEFAULT_HEALTH
+) -> tuple[str, float]:
     """A route's breaker (its stored JSON) after the batch's attempts through it; returns the
     new JSON and until when the route is out (``open_until``: 0 when closed). A breaker whose
     cool-down is over takes the first result as its probe (half-open)."""
@@ -82,10 +91,15 @@ def fold_breaker(document: str, events: Iterable[Event], now: float) -> tuple[st
         if e.signal is None:
             continue
         if breaker.state is BreakerState.OPEN and now >= breaker.open_until:
-            breaker = breaker.admit(now) or breaker
-        breaker = breaker.record(Signal(e.signal), now)
+            breaker = breaker.admit(now, config) or breaker
+        breaker = breaker.record(Signal(e.signal), now, config)
     open_until = breaker.open_until if breaker.state is not BreakerState.CLOSED else 0.0
     return json.dumps(breaker.to_json(), separators=(",", ":")), open_until
+
+
+def health_config(config: PacingConfig) -> HealthConfig:
+    """Route health as ``[pacing]`` sets it (the breaker's cool-down)."""
+    return HealthConfig(cooldown=config.breaker_cooldown, cooldown_cap=config.breaker_cooldown_cap)
 
 
 def fold_health(document: str, events: Iterable[Event], now: float) -> str:
@@ -159,7 +173,9 @@ def apply(
     config = replace(config, min_delay=domain.min_delay, max_concurrency=domain.max_in_flight)
     state = domain.pacing
     for e in events:
-        if e.outcome is None:
+        # a proxy that refused or is unreachable says nothing about the site: its breaker
+        # takes the route out, and the lane's pace stays what the site taught it
+        if e.outcome is None or e.signal == Signal.REFUSED:
             continue
         state = update(
             state,

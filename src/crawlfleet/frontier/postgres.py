@@ -630,9 +630,8 @@ class PostgresFrontier:
         if tiered:
             await self._escalate(conn, now, tiered)
 
-    @staticmethod
     async def _fold_routes(
-        conn: Conn, now: float, events: dict[tuple[str, str], list[pace.Event]]
+        self, conn: Conn, now: float, events: dict[tuple[str, str], list[pace.Event]]
     ) -> None:
         """Each route's breaker after the batch's attempts through it (direct has none)."""
         by_route: dict[str, list[pace.Event]] = {}
@@ -643,7 +642,9 @@ class PostgresFrontier:
             return
         writes = []
         for route, document in await conn.fetch(Q["routes_read"], sorted(by_route)):
-            breaker, open_until = pace.fold_breaker(document, by_route[route], now)
+            breaker, open_until = pace.fold_breaker(
+                document, by_route[route], now, pace.health_config(self.pacing)
+            )
             writes.append((route, breaker, open_until))
         await conn.execute(Q["routes_write"], *_columns(writes, 3))
 

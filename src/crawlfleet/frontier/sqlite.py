@@ -566,9 +566,8 @@ class SQLiteFrontier:
         if tiered:
             self._escalate(db, now, tiered)
 
-    @staticmethod
     def _fold_routes(
-        db: sqlite3.Connection, now: float, events: dict[tuple[str, str], list[pace.Event]]
+        self, db: sqlite3.Connection, now: float, events: dict[tuple[str, str], list[pace.Event]]
     ) -> None:
         """Each route's breaker after the batch's attempts through it (direct has none)."""
         by_route: dict[str, list[pace.Event]] = {}
@@ -580,7 +579,9 @@ class SQLiteFrontier:
         rows = db.execute(Q["routes_read"], (dumps(sorted(by_route)),)).fetchall()
         writes = []
         for route, document in rows:
-            breaker, open_until = pace.fold_breaker(document, by_route[route], now)
+            breaker, open_until = pace.fold_breaker(
+                document, by_route[route], now, pace.health_config(self.pacing)
+            )
             writes.append((breaker, open_until, route))
         db.executemany(Q["route_write"], writes)
 

@@ -55,6 +55,10 @@ class PacingConfig:
     circuit_threshold: int = 5
     circuit_base: float = 30.0
     circuit_cap: float = 3600.0
+    # Route breaker (a proxy that refuses or fails): open for breaker_cooldown seconds before
+    # one probe request, the cool-down doubling per failed probe up to breaker_cooldown_cap.
+    breaker_cooldown: float = 30.0
+    breaker_cooldown_cap: float = 3600.0
     # The ceiling a 429 teaches: the healthy rate over rate_window seconds before it; the lane
     # resumes at limit_fraction of it, probes upward by probe a second but at most probe_step
     # a response (so a probe cycle is ~400 requests at the least), forgets it after
@@ -88,8 +92,12 @@ class PacingConfig:
                 self.pushback_window,
                 self.max_delay,
                 self.lease_horizon,
+                self.breaker_cooldown,
             )
             > 0,
+            "breaker_cooldown_cap must be >= breaker_cooldown": (
+                self.breaker_cooldown_cap >= self.breaker_cooldown
+            ),
             "probe, probe_step, snap, queue_high, slowdown_floor must be >= 0": min(
                 self.probe, self.probe_step, self.snap, self.queue_high, self.slowdown_floor
             )
