@@ -51,6 +51,9 @@ log = logging.getLogger("crawlfleet.worker")
 UNKNOWN_ROUTE_WAIT = 60.0
 #: bytes of a page looked at for a <script> when deciding whether it needs the browser
 _SCRIPT_SCAN = 256 * 1024
+#: share of a slot's spacing kept when a worker starts late slots (see ``Pipeline.pace_slot``)
+SLOT_CATCH_UP = 0.9
+_SLOTS_MAX = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,8 @@ class Pipeline:
         self.clock = clock
         self.rng = rng or random.Random()
         self.identities = identities
+        # per lane: the last slot this worker honoured, and when that request actually started
+        self._slots: dict[tuple[str, str], tuple[float, float]] = {}
 
     async def run(self, job: JobContext, lease: Lease) -> Verdict:
         """The whole life of one attempt; emits its event and returns its verdict."""
@@ -149,8 +154,19 @@ class Pipeline:
     # -- the steps, in order --------------------------------------------------------------------
 
     async def pace_slot(self, a: Attempt) -> None:
-        """Wait for the lease's pacing slot (the store spaces a lane's request starts)."""
-        wait = a.lease.start_at - self.clock()
+        """Wait for the lease's pacing slot (the store spaces a lane's request starts).
+
+        A worker that fell behind (a busy CPU, a pause) must not start its late slots all at
+        once: that burst is what a per-second rate limit answers with 429. A slot keeps at least
+        :data:`SLOT_CATCH_UP` of its spacing from the lane's previous start here, so the lag is
+        made up gently, below the pace the store set."""
+        slot, now = a.lease.start_at, self.clock()
+        lane = (a.lease.domain, a.lease.route)
+        start = slot_start(slot, self._slots.get(lane), now)
+        if len(self._slots) >= _SLOTS_MAX:
+            self._slots.clear()
+        self._slots[lane] = (slot, start)
+        wait = start - now
         if wait > 0:
             await asyncio.sleep(wait)
 
@@ -489,6 +505,16 @@ class Pipeline:
             count_attempt=proxy is None,
             route_signal=signal,
         )
+
+
+def slot_start(slot: float, last: tuple[float, float] | None, now: float) -> float:
+    """When a request of pacing slot ``slot`` starts, given the lane's previous slot here and
+    its actual start (``last``): at its slot, or now if that has passed, but never closer to
+    the previous start than :data:`SLOT_CATCH_UP` of the slots' spacing."""
+    start = max(slot, now)
+    if last is not None and slot > last[0]:
+        start = max(start, last[1] + (slot - last[0]) * SLOT_CATCH_UP)
+    return start
 
 
 def _browser_request(request: FetchRequest, a: Attempt) -> FetchRequest:

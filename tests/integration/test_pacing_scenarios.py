@@ -77,19 +77,22 @@ def report(name: str, **figures: object) -> None:
 
 def test_random_faults__at_least_80_percent_of_the_clean_crawls_pace(tmp_path: Path) -> None:
     products = 1000
-    rates = {}
-    for label, faults in (("clean", ()), ("faults", FAULTS)):
-        work = tmp_path / label
+    rates: dict[str, float] = {}
+    # each twice, in turn, the best of each compared: a shared machine's load comes and goes
+    # (one crawl takes seconds), and a pause is no fault of the pacing
+    for i, (label, faults) in enumerate((("clean", ()), ("faults", FAULTS)) * 2):
+        work = tmp_path / f"{label}-{i}"
         work.mkdir()
         with demo_shop("--products", str(products), *faults) as base:
             crawl(work, base)
             stats = shop_stats(base)
         assert skus(work) == expected(products), f"{label}: every record"
-        rates[label] = bulk_rate(stats)
+        rate = bulk_rate(stats)
+        rates[label] = max(rates.get(label, 0.0), rate)
         span = stats["last_at"] - stats["first_at"]
         report(
             label,
-            bulk_pages_s=round(rates[label], 1),
+            bulk_pages_s=round(rate, 1),
             crawl_s=round(span, 2),
             requests=stats["requests"],
             statuses=stats["statuses"],

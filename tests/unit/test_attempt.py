@@ -9,13 +9,14 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import FakeClock
 
-from crawlfleet.attempt import GiveBack, Pipeline
+from crawlfleet.attempt import GiveBack, Pipeline, slot_start
 from crawlfleet.config import Settings
 from crawlfleet.data.rawstore import open_raw_store
 from crawlfleet.errors import FetchTimeout
@@ -324,3 +325,23 @@ async def test_browser_result__parsed_from_the_rendered_dom_and_archived_beside_
         with path.open("rb") as fh:
             kinds += [r.rec_type for r in ArchiveIterator(fh)]
     assert kinds.count("resource") == 1 and kinds.count("response") == 1
+
+
+def test_slot_start__late_slots_keep_most_of_their_spacing_and_the_lag_shrinks() -> None:
+    # ten slots 25 ms apart, all due 1 s ago: started 22.5 ms apart, not at once
+    now, last = 101.0, None
+    starts = []
+    for i in range(10):
+        slot = 100.0 + i * 0.025
+        start = slot_start(slot, last, now)
+        starts.append(start)
+        last = (slot, start)
+    gaps = [b - a for a, b in pairwise(starts)]
+    assert starts[0] == now
+    assert all(abs(g - 0.0225) < 1e-9 for g in gaps)
+    lag = [s - (100.0 + i * 0.025) for i, s in enumerate(starts)]
+    assert lag == sorted(lag, reverse=True), "the lag shrinks"
+    # on time: each at its slot
+    assert slot_start(105.0, (104.975, 104.975), 104.0) == 105.0
+    # an earlier slot than the last one (leases overtaking): only now bounds it
+    assert slot_start(100.0, (101.0, 101.5), 102.0) == 102.0
