@@ -96,7 +96,11 @@ def test_routes__eight_proxies_eight_times_one__each_within_its_limit_all_record
         assert len(clients) == n, f"the shop saw {sorted(clients)}"
         assert all(c["max_accepted_per_second"] <= LIMIT for c in clients.values())
         assert sum(c["captchas"] for c in clients.values()) == 0, "no route earned a captcha"
-        assert stats["statuses"].get("429", 0) <= 0.01 * stats["requests"]
+        too_many = stats["statuses"].get("429", 0)
+        if n == 8:
+            assert too_many <= 0.01 * stats["requests"], stats["statuses"]
+        else:  # a short crawl: the one or two probes that find the limit are over 1% of it
+            assert too_many <= 3, stats["statuses"]
         measured[n] = _measured(stats)
         after = _plan(work)  # from the store: what the crawl's lanes observed
         assert after["domains"][0]["block_rate"] == 0.0 and after["domains"][0]["backlog"] == 0
