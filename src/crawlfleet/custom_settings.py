@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from crawlfleet.config import JOB_SECTIONS, known_keys, nearest, resolve_key
+from crawlfleet.config.keys import JOB_SECTIONS, known_keys, nearest, resolve_key
 from crawlfleet.errors import ConfigError
 
 __all__ = [

@@ -8,7 +8,7 @@ nodes and strings) so that ``follow_all`` can build requests without a ``Selecto
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
 
@@ -18,12 +18,21 @@ from crawlfleet.document import Document
 if TYPE_CHECKING:
     import parsel
 
-    from crawlfleet.selectors import Selector
-
 #: anything lexbor can run a CSS query against: a whole document or one element
 Context = LexborHTMLParser | LexborNode
 #: one raw result: a lexbor element, a string (text or attribute value), or a parsel element
 Raw = Any
+
+
+class Within(Protocol):
+    """The element a chained query runs within (a :class:`crawlfleet.selectors.Selector`)."""
+
+    @property
+    def root(self) -> Any: ...
+
+    def as_parsel(self) -> parsel.Selector | None: ...
+
+
 #: elements whose direct text the two parsers build differently (whitespace at the edges of
 #: html/head/body, the first newline of pre/textarea)
 _TEXT_DIFFERS = frozenset({"html", "head", "body", "pre", "textarea", "listing"})
@@ -33,7 +42,7 @@ class _AskParsel(Exception):
     """lexbor's answer would differ from parsel's: run the query through parsel."""
 
 
-def select(doc: Document, query: str, within: Selector | None = None) -> list[Raw]:
+def select(doc: Document, query: str, within: Within | None = None) -> list[Raw]:
     """Run a Scrapy-style CSS ``query`` on the page, or chained within an element's subtree.
 
     Returns lexbor elements, strings (``::text``, ``::attr()``) and, where parsel answered,
@@ -54,7 +63,7 @@ def select(doc: Document, query: str, within: Selector | None = None) -> list[Ra
     return _on_parsel(doc, query, within)
 
 
-def _on_parsel(doc: Document, query: str, within: Selector | None) -> list[Raw]:
+def _on_parsel(doc: Document, query: str, within: Within | None) -> list[Raw]:
     base = doc.parsel if within is None else within.as_parsel()
     if base is None:
         return []

@@ -13,7 +13,7 @@ proxy URLs only masked, and only those this process's settings know.
 ``GET /api/history``                   the charts' series
 ``POST /api/jobs/NAME/ACTION``         ACTION: pause, resume, cancel
 ``POST /api/dead/replay``              ``{"ids": [...]}`` or ``{"job": ..., "reason": ...}``
-``GET /metrics[?only=store]``          Prometheus text (:class:`~crawlfleet.metrics.FleetCollector`)
+``GET /metrics[?only=store]``          Prometheus text (``fleet_metrics.FleetCollector``)
 =====================================  =========================================================
 """
 
@@ -27,7 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from crawlfleet.control.raw import snapshot_response
 from crawlfleet.control.state import ControlState
-from crawlfleet.metrics import FleetCollector
+from crawlfleet.fleet_metrics import FleetCollector
 from crawlfleet.model import DeadLetter, DeadReason, JobState
 from crawlfleet.overview import DomainView, JobView, Overview, RouteView, WorkerView
 from crawlfleet.runner import is_finished
