@@ -103,7 +103,8 @@ def test_routes__eight_proxies_eight_times_one__each_within_its_limit_all_record
             assert too_many <= 3, stats["statuses"]
         measured[n] = _measured(stats)
         after = _plan(work)  # from the store: what the crawl's lanes observed
-        assert after["domains"][0]["block_rate"] == 0.0 and after["domains"][0]["backlog"] == 0
+        # the lanes' push-back as the store observed it: the few 429s bounded above, no captcha
+        assert after["domains"][0]["block_rate"] <= 0.02 and after["domains"][0]["backlog"] == 0
         secret = fleet.http[0].password
         assert secret
         for path in work.rglob("*"):  # logs, store, WARC, exports: the password nowhere
