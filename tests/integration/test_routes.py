@@ -154,6 +154,48 @@ def test_breaker__a_killed_proxy_is_out_within_seconds_and_back_once_restarted(
     assert stats["clients"].get(routes[0].source, 0) > before, "back in use once restarted"
 
 
+def test_breaker__a_proxy_serving_only_captchas_is_taken_out_and_the_block_rate_shows_it(
+    tmp_path: Path, fleet: ProxyFleet
+) -> None:
+    """One of three routes is flagged by the shop (captchas whatever it asks): its breaker
+    opens, its requests go by the other two without using up attempts, no captcha page is a
+    record, and the domain's block rate and the pool's health say what happened."""
+    import re
+    import sqlite3
+
+    work = tmp_path / "captchas"
+    work.mkdir()
+    flagged, *good = routes = fleet.http[4:7]
+    with demo_shop("--products", "80", "--captcha-client", flagged.source) as base:
+        _config(work, [p.url for p in routes], concurrency=4)
+        with (work / "crawlfleet.toml").open("a") as fh:  # no probe within the test
+            fh.write("\n[pacing]\nbreaker_cooldown = 300.0\n")
+        result = _crawl(work, base)
+        assert result.returncode == 0, result.stderr[-3000:]
+        stats = shop_stats(base)
+    records = read_jsonl(work / "out.jsonl")
+    want = {r["sku"] for r in Catalog(80).expected_records()}
+    assert len(records) == len(want) and {r["sku"] for r in records} == want
+    captchas = stats["faults"].get("captcha_wall", 0)
+    assert 0 < captchas == stats["clients"][flagged.source], "the flagged route met captchas"
+    assert captchas <= 20, f"the breaker took the route out after a few: {captchas}"
+    assert all(stats["clients"][p.source] > 30 for p in good), stats["clients"]
+    with sqlite3.connect(work / ".crawlfleet" / "queue.db") as db:
+        (most,) = db.execute("SELECT max(attempts) FROM requests").fetchone()
+        (blocked,) = db.execute(
+            "SELECT count(*) FROM attempts WHERE outcome = 'blocked'"
+        ).fetchone()
+    assert most == 1, "a block through a route used up no attempt of its request"
+    assert blocked == captchas, "every captcha page was a block, none a record"
+    status = run(["status"], work)
+    domain = next(line for line in status.stdout.splitlines() if "127.0.0.1: backlog" in line)
+    rate = float(re.search(r"recent block rate ([\d.]+)%", domain).group(1))  # type: ignore[union-attr]
+    assert rate > 0, domain
+    assert re.search(r"dc 2 healthy, 1 open", status.stdout), status.stdout
+    after = _plan(work)
+    assert after["domains"][0]["block_rate"] > 0
+
+
 def _wait(predicate: Any, timeout: float, what: str) -> None:
     import time
 

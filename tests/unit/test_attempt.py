@@ -179,6 +179,27 @@ async def test_block_page__never_parsed_reason_kept(h: Harness) -> None:
     assert event.records == 0 and event.block_reason is not None
 
 
+async def test_block_through_a_proxy__retried_without_using_an_attempt_up_to_a_bound(
+    h: Harness,
+) -> None:
+    from crawlfleet.attempt import FREE_BLOCKS
+    from crawlfleet.routes.pools import Route
+
+    route = Route("dc/1", "dc", "http://127.0.0.2:3128")
+    h.job.routes = {route.id: route}
+    lease = replace(h.lease("/captcha", attempts=5), route=route.id)  # its last attempt
+    verdicts = [await h.pipeline.run(h.job, lease) for _ in range(FREE_BLOCKS + 1)]
+    for verdict in verdicts[:-1]:
+        assert isinstance(verdict, Failure) and verdict.outcome is Outcome.BLOCKED
+        assert not verdict.count_attempt and verdict.retry_at is not None
+        assert verdict.dead_reason is None and verdict.route_signal == "block"
+    last = verdicts[-1]
+    assert isinstance(last, Failure) and last.count_attempt, "past the bound: an attempt used"
+    assert last.dead_reason is DeadReason.BLOCKED
+    direct = await h.run("/captcha")  # the machine's own address: no other way to try
+    assert isinstance(direct, Failure) and direct.count_attempt
+
+
 async def test_parse_error__dead_parse_error(h: Harness) -> None:
     verdict = await h.run("/p/1", callback="broken")
     assert isinstance(verdict, Failure)
