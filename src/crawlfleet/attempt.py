@@ -286,6 +286,7 @@ class Pipeline:
             if found.verdict.reason == "structure:scripts-only" and self._suspect(a):
                 # a shell that scripts fill: for an auto spider, a page for the browser
                 return self._to_browser(a, "a scripted shell over HTTP")
+            self._mark_block(a)
         if found.outcome is Outcome.OK:
             return None
         if found.outcome is Outcome.GONE:
@@ -293,6 +294,18 @@ class Pipeline:
         retry_after = parse_retry_after(result.header_map.get("retry-after"), self.clock())
         blocked = " (block page)" if found.outcome is Outcome.BLOCKED else ""
         return self._fail(a, found.outcome, f"HTTP {result.status}{blocked}", retry=retry_after)
+
+    def _mark_block(self, a: Attempt) -> None:
+        """The archived response was a block page: a metadata record says so (and why), so
+        the snapshot is kept, never taken for the page."""
+        if a.warc is None or a.result is None:
+            return
+        fields = [("crawlfleet-block", a.block_reason or "blocked")]
+        if a.route is not None:
+            fields.append(("crawlfleet-route", a.route.id))
+        a.job.warc.write_metadata(
+            url=a.result.url, fields=fields, fetched_at=self.clock(), refers_to=a.warc.record_id
+        )
 
     def parse(self, a: Attempt) -> Verdict | None:
         """Run the spider on the page: records, quarantine, links (every page is parsed)."""
