@@ -104,12 +104,17 @@ def test_routes__eight_proxies_eight_times_one__each_within_its_limit_all_record
         measured[n] = _measured(stats)
         after = _plan(work)  # from the store: what the crawl's lanes observed
         assert after["domains"][0]["block_rate"] == 0.0 and after["domains"][0]["backlog"] == 0
-        secret = fleet.http[0].password
-        assert secret
-        for path in work.rglob("*"):  # logs, store, WARC, exports: the password nowhere
-            if path.is_file() and path.name != "crawlfleet.toml":  # the user's own config
-                assert secret.encode() not in path.read_bytes(), path
-        assert secret not in result.stdout + result.stderr
+        shown = [result.stdout, result.stderr, json.dumps(after)]
+        for args in (
+            ["status"],
+            ["status", "--json"],
+            ["dead", "list"],
+            ["export", "-o", "x.jsonl"],
+        ):
+            out = run(args, work)
+            assert out.returncode == 0, (args, out.stderr)
+            shown += [out.stdout, out.stderr]
+        _nowhere(fleet.http[0].password, work, shown)
     assert measured[8] >= 5 * measured[1], measured
     for n in (1, 8):
         assert abs(predicted[n] - measured[n]) <= 0.25 * measured[n], (n, predicted, measured)
@@ -194,6 +199,25 @@ def test_breaker__a_proxy_serving_only_captchas_is_taken_out_and_the_block_rate_
     assert re.search(r"dc 2 healthy, 1 open", status.stdout), status.stdout
     after = _plan(work)
     assert after["domains"][0]["block_rate"] > 0
+
+
+def _nowhere(secret: str | None, work: Path, shown: list[str]) -> None:
+    """``secret`` in none of ``work``'s files (logs, store, WARC decompressed, exports) but the
+    user's own config, and in none of the texts ``shown`` (output, status, plan)."""
+    import gzip
+
+    assert secret
+    files = 0
+    for path in work.rglob("*"):
+        if path.is_file() and path.name != "crawlfleet.toml":
+            data = path.read_bytes()
+            if path.suffix == ".gz":
+                data = gzip.decompress(data)
+            assert secret.encode() not in data, path
+            files += 1
+    assert files >= 4, "the store, the WARC and the exports were looked at"
+    assert list(work.rglob("*.warc.gz")), "the WARC was looked at"
+    assert not [text for text in shown if secret in text]
 
 
 def _wait(predicate: Any, timeout: float, what: str) -> None:
