@@ -201,6 +201,48 @@ def test_breaker__a_proxy_serving_only_captchas_is_taken_out_and_the_block_rate_
     assert after["domains"][0]["block_rate"] > 0
 
 
+def test_credentials__a_proxy_password_is_nowhere_in_a_postgresql_store(
+    tmp_path: Path, fleet: ProxyFleet
+) -> None:
+    """The fleet store too: a crawl through a proxy with a password, then a dump of its
+    schema (requests, attempts, routes, lanes, sessions, records, events) and what status,
+    plan and export show."""
+    import secrets
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+    from tests.conftest import PG_DSN
+
+    schema = f"routes_{secrets.token_hex(4)}"
+    queue = urlunsplit(urlsplit(PG_DSN)._replace(query=f"schema={schema}"))
+    proxy = fleet.http[0]
+    work = tmp_path / "pg"
+    work.mkdir()
+    try:
+        with demo_shop("--products", "15") as base:
+            _config(work, [proxy.url])
+            (work / "shop.py").write_text(SPIDER.format(start=base + "/"))
+            result = run(["crawl", "shop.py", "-o", "out.jsonl", "--queue", queue], work)
+            assert result.returncode == 0, result.stderr[-3000:]
+            assert shop_stats(base)["clients"].get(proxy.source, 0) > 15, "it went by the proxy"
+        dump = subprocess.run(
+            ["pg_dump", "--schema", schema, "--data-only", PG_DSN],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert f"COPY {schema}.routes " in dump and f"COPY {schema}.requests " in dump
+        shown = [result.stdout, result.stderr, dump]
+        for args in (["status"], ["plan", "--json"], ["export", "-o", "x.jsonl"]):
+            out = run([*args, "--queue", queue], work)
+            assert out.returncode == 0, (args, out.stderr)
+            shown += [out.stdout, out.stderr]
+        _nowhere(proxy.password, work, shown)
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def _nowhere(secret: str | None, work: Path, shown: list[str]) -> None:
     """``secret`` in none of ``work``'s files (logs, store, WARC decompressed, exports) but the
     user's own config, and in none of the texts ``shown`` (output, status, plan)."""
