@@ -54,6 +54,9 @@ _SCRIPT_SCAN = 256 * 1024
 #: share of a slot's spacing kept when a worker starts late slots (see ``Pipeline.pace_slot``)
 SLOT_CATCH_UP = 0.9
 _SLOTS_MAX = 10_000
+#: blocks through a proxy route that a request may meet without using up an attempt (the route
+#: or its session was at fault, not the request; counted per worker, so bounded)
+FREE_BLOCKS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,8 @@ class Pipeline:
         self.identities = identities
         # per lane: the last slot this worker honoured, and when that request actually started
         self._slots: dict[tuple[str, str], tuple[float, float]] = {}
+        # per request: the blocks it met on proxy routes here without using up an attempt
+        self._free_blocks: dict[int, int] = {}
 
     async def run(self, job: JobContext, lease: Lease) -> Verdict:
         """The whole life of one attempt; emits its event and returns its verdict."""
@@ -281,6 +286,7 @@ class Pipeline:
             if found.verdict.reason == "structure:scripts-only" and self._suspect(a):
                 # a shell that scripts fill: for an auto spider, a page for the browser
                 return self._to_browser(a, "a scripted shell over HTTP")
+            self._mark_block(a)
         if found.outcome is Outcome.OK:
             return None
         if found.outcome is Outcome.GONE:
@@ -288,6 +294,18 @@ class Pipeline:
         retry_after = parse_retry_after(result.header_map.get("retry-after"), self.clock())
         blocked = " (block page)" if found.outcome is Outcome.BLOCKED else ""
         return self._fail(a, found.outcome, f"HTTP {result.status}{blocked}", retry=retry_after)
+
+    def _mark_block(self, a: Attempt) -> None:
+        """The archived response was a block page: a metadata record says so (and why), so
+        the snapshot is kept, never taken for the page."""
+        if a.warc is None or a.result is None:
+            return
+        fields = [("crawlfleet-block", a.block_reason or "blocked")]
+        if a.route is not None:
+            fields.append(("crawlfleet-route", a.route.id))
+        a.job.warc.write_metadata(
+            url=a.result.url, fields=fields, fetched_at=self.clock(), refers_to=a.warc.record_id
+        )
 
     def parse(self, a: Attempt) -> Verdict | None:
         """Run the spider on the page: records, quarantine, links (every page is parsed)."""
@@ -488,23 +506,38 @@ class Pipeline:
             signal = "refused" if proxy.reason in ("refused", "unreachable") else "error"
         elif outcome is Outcome.BLOCKED:
             signal = "block"
+        free = proxy is not None or (signal == "block" and self._free_block(a))
         retry_at = a.decision.retry_at
-        if proxy is not None and retry_at is None:
+        if free and retry_at is None:
             retry_at = self.clock() + self.settings.retry_base  # another route will carry it
         return Failure(
             a.lease.ref,
             error[:1000],
             retry_at=retry_at,
-            dead_reason=None if proxy is not None else a.decision.dead_reason,
+            dead_reason=None if free else a.decision.dead_reason,
             status=status,
             route=a.route.id if a.route is not None else None,
             outcome=outcome,
             latency=a.elapsed if a.result is not None else None,
             retry_after=retry,
             started_at=a.started_at,
-            count_attempt=proxy is None,
+            count_attempt=not free,
             route_signal=signal,
         )
+
+    def _free_block(self, a: Attempt) -> bool:
+        """Whether this block through a proxy route leaves the request's attempts alone: its
+        session is retired and another route (or identity) tries it, up to :data:`FREE_BLOCKS`
+        times per request."""
+        if a.route is None or a.route.is_direct:
+            return False
+        seen = self._free_blocks.get(a.lease.id, 0)
+        if seen >= FREE_BLOCKS:
+            return False
+        if len(self._free_blocks) >= _SLOTS_MAX:
+            self._free_blocks.clear()
+        self._free_blocks[a.lease.id] = seen + 1
+        return True
 
 
 def slot_start(slot: float, last: tuple[float, float] | None, now: float) -> float:

@@ -7,6 +7,7 @@ route of the pools that serve it, and the lease hands out a route with each slot
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 from tests.conftest import FakeClock
 from tests.contract.test_frontier import TTL, job, urls
@@ -82,6 +83,29 @@ def _failure(lease: object, clock: FakeClock, **kw: object) -> object:
 
     return Failure(lease.ref, "x", retry_at=clock() + 60, latency=0.01,  # type: ignore[attr-defined]
                    started_at=clock() - 0.01, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+async def test_lanes__a_request_blocked_through_a_route_goes_by_another_unless_it_has_none(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    solo = RoutePlan("solo/0", "solo", domains=("b.test",))
+    await job(frontier, limits=DomainLimits(max_in_flight=6), routes=(*ROUTES, solo))
+    await frontier.enqueue("j", urls(1) + urls(1, "b.test"))
+    seen: dict[str, list[str]] = {"a.test": [], "b.test": []}
+    for _ in range(4):
+        leases = await frontier.lease("A", 10, TTL)
+        assert len(leases) == 2
+        for lease in leases:
+            seen[lease.domain].append(lease.route)
+        blocked = [
+            _failure(x, clock, outcome="blocked", status=200, route_signal="block",
+                     count_attempt=False) for x in leases
+        ]  # fmt: skip
+        await frontier.fail(blocked)  # type: ignore[arg-type]
+        clock.advance(61)
+    a, b = seen["a.test"], seen["b.test"]
+    assert all(x != y for x, y in pairwise(a)), f"another route each time: {a}"
+    assert b == ["solo/0"] * 4, "a domain with one route tries it again"
 
 
 async def test_breaker__a_refusing_route_is_out_at_once_and_tried_again_after_its_cool_down(

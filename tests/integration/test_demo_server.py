@@ -352,3 +352,41 @@ async def test_faults_at_the_noise_rates_of_a_real_site() -> None:
         started = time.monotonic()
         assert (await shop.get(slow))[0] in (200, 503)
         assert time.monotonic() - started >= 3.0
+
+
+@with_faults(captcha_clients=["127.0.0.1"])
+async def test_a_flagged_client_address_gets_only_captcha_pages(shop: Shop) -> None:
+    for path in ("/", f"/product/{SKU}", "/category/kitchen"):
+        status, html, _ = await shop.get(path)
+        assert status == 200 and "captcha" in html.lower() and "<nav" not in html
+    assert (await shop.get("/robots.txt"))[0] == 200, "robots.txt is never a captcha"
+    await shop.post("/__admin/faults", {"captcha_clients": ["127.0.0.9"]})
+    assert 'class="product"' in (await shop.get(f"/product/{SKU}"))[1], "another address is"
+    assert (await shop.stats())["faults"]["captcha_wall"] == 3  # type: ignore[index]
+
+
+@with_faults(session_cookie=True)
+async def test_session_cookie__given_once_logged_per_request_and_a_flagged_one_gets_captchas(
+    shop: Shop,
+) -> None:
+    async def get(path: str, sid: str | None = None) -> tuple[int, str, str | None]:
+        headers = {"Cookie": f"shopsid={sid}"} if sid else {}
+        async with shop.session.get(shop.base + path, headers=headers) as resp:
+            given = resp.cookies.get("shopsid")
+            return resp.status, await resp.text(), given.value if given else None
+
+    status, _, sid = await get("/")
+    assert status == 200 and sid
+    assert (await get(f"/product/{SKU}", sid))[2] is None, "a known session keeps its cookie"
+    await shop.post("/__admin/faults", {"captcha_sessions": [sid]})
+    status, html, again = await get(f"/product/{SKU}", sid)
+    assert status == 200 and "captcha" in html.lower() and again is None
+    status, html, fresh = await get(f"/product/{SKU}")  # a new identity: a new cookie, the page
+    assert 'class="product"' in html and fresh and fresh != sid
+    log = (await shop.stats())["sessions"]
+    assert [row[1:] for row in log] == [  # type: ignore[union-attr]
+        ["127.0.0.1", None, sid, 200],
+        ["127.0.0.1", sid, None, 200],
+        ["127.0.0.1", sid, None, 200],
+        ["127.0.0.1", None, fresh, 200],
+    ]

@@ -105,12 +105,17 @@ def test_routes__eight_proxies_eight_times_one__each_within_its_limit_all_record
         after = _plan(work)  # from the store: what the crawl's lanes observed
         # the lanes' push-back as the store observed it: the few 429s bounded above, no captcha
         assert after["domains"][0]["block_rate"] <= 0.02 and after["domains"][0]["backlog"] == 0
-        secret = fleet.http[0].password
-        assert secret
-        for path in work.rglob("*"):  # logs, store, WARC, exports: the password nowhere
-            if path.is_file() and path.name != "crawlfleet.toml":  # the user's own config
-                assert secret.encode() not in path.read_bytes(), path
-        assert secret not in result.stdout + result.stderr
+        shown = [result.stdout, result.stderr, json.dumps(after)]
+        for args in (
+            ["status"],
+            ["status", "--json"],
+            ["dead", "list"],
+            ["export", "-o", "x.jsonl"],
+        ):
+            out = run(args, work)
+            assert out.returncode == 0, (args, out.stderr)
+            shown += [out.stdout, out.stderr]
+        _nowhere(fleet.http[0].password, work, shown)
     assert measured[8] >= 5 * measured[1], measured
     for n in (1, 8):
         assert abs(predicted[n] - measured[n]) <= 0.25 * measured[n], (n, predicted, measured)
@@ -153,6 +158,109 @@ def test_breaker__a_killed_proxy_is_out_within_seconds_and_back_once_restarted(
     dead = run(["dead", "list"], work)
     assert "no dead requests" in dead.stdout, dead.stdout
     assert stats["clients"].get(routes[0].source, 0) > before, "back in use once restarted"
+
+
+def test_breaker__a_proxy_serving_only_captchas_is_taken_out_and_the_block_rate_shows_it(
+    tmp_path: Path, fleet: ProxyFleet
+) -> None:
+    """One of three routes is flagged by the shop (captchas whatever it asks): its breaker
+    opens, its requests go by the other two without using up attempts, no captcha page is a
+    record, and the domain's block rate and the pool's health say what happened."""
+    import re
+    import sqlite3
+
+    work = tmp_path / "captchas"
+    work.mkdir()
+    flagged, *good = routes = fleet.http[4:7]
+    with demo_shop("--products", "80", "--captcha-client", flagged.source) as base:
+        _config(work, [p.url for p in routes], concurrency=4)
+        with (work / "crawlfleet.toml").open("a") as fh:  # no probe within the test
+            fh.write("\n[pacing]\nbreaker_cooldown = 300.0\n")
+        result = _crawl(work, base)
+        assert result.returncode == 0, result.stderr[-3000:]
+        stats = shop_stats(base)
+    records = read_jsonl(work / "out.jsonl")
+    want = {r["sku"] for r in Catalog(80).expected_records()}
+    assert len(records) == len(want) and {r["sku"] for r in records} == want
+    captchas = stats["faults"].get("captcha_wall", 0)
+    assert 0 < captchas == stats["clients"][flagged.source], "the flagged route met captchas"
+    assert captchas <= 20, f"the breaker took the route out after a few: {captchas}"
+    assert all(stats["clients"][p.source] > 30 for p in good), stats["clients"]
+    with sqlite3.connect(work / ".crawlfleet" / "queue.db") as db:
+        (most,) = db.execute("SELECT max(attempts) FROM requests").fetchone()
+        (blocked,) = db.execute(
+            "SELECT count(*) FROM attempts WHERE outcome = 'blocked'"
+        ).fetchone()
+    assert most == 1, "a block through a route used up no attempt of its request"
+    assert blocked == captchas, "every captcha page was a block, none a record"
+    status = run(["status"], work)
+    domain = next(line for line in status.stdout.splitlines() if "127.0.0.1: backlog" in line)
+    rate = float(re.search(r"recent block rate ([\d.]+)%", domain).group(1))  # type: ignore[union-attr]
+    assert rate > 0, domain
+    assert re.search(r"dc 2 healthy, 1 open", status.stdout), status.stdout
+    after = _plan(work)
+    assert after["domains"][0]["block_rate"] > 0
+
+
+def test_credentials__a_proxy_password_is_nowhere_in_a_postgresql_store(
+    tmp_path: Path, fleet: ProxyFleet
+) -> None:
+    """The fleet store too: a crawl through a proxy with a password, then a dump of its
+    schema (requests, attempts, routes, lanes, sessions, records, events) and what status,
+    plan and export show."""
+    import secrets
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+    from tests.conftest import PG_DSN
+
+    schema = f"routes_{secrets.token_hex(4)}"
+    queue = urlunsplit(urlsplit(PG_DSN)._replace(query=f"schema={schema}"))
+    proxy = fleet.http[0]
+    work = tmp_path / "pg"
+    work.mkdir()
+    try:
+        with demo_shop("--products", "15") as base:
+            _config(work, [proxy.url])
+            (work / "shop.py").write_text(SPIDER.format(start=base + "/"))
+            result = run(["crawl", "shop.py", "-o", "out.jsonl", "--queue", queue], work)
+            assert result.returncode == 0, result.stderr[-3000:]
+            assert shop_stats(base)["clients"].get(proxy.source, 0) > 15, "it went by the proxy"
+        dump = subprocess.run(
+            ["pg_dump", "--schema", schema, "--data-only", PG_DSN],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert f"COPY {schema}.routes " in dump and f"COPY {schema}.requests " in dump
+        shown = [result.stdout, result.stderr, dump]
+        for args in (["status"], ["plan", "--json"], ["export", "-o", "x.jsonl"]):
+            out = run([*args, "--queue", queue], work)
+            assert out.returncode == 0, (args, out.stderr)
+            shown += [out.stdout, out.stderr]
+        _nowhere(proxy.password, work, shown)
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _nowhere(secret: str | None, work: Path, shown: list[str]) -> None:
+    """``secret`` in none of ``work``'s files (logs, store, WARC decompressed, exports) but the
+    user's own config, and in none of the texts ``shown`` (output, status, plan)."""
+    import gzip
+
+    assert secret
+    files = 0
+    for path in work.rglob("*"):
+        if path.is_file() and path.name != "crawlfleet.toml":
+            data = path.read_bytes()
+            if path.suffix == ".gz":
+                data = gzip.decompress(data)
+            assert secret.encode() not in data, path
+            files += 1
+    assert files >= 4, "the store, the WARC and the exports were looked at"
+    assert list(work.rglob("*.warc.gz")), "the WARC was looked at"
+    assert not [text for text in shown if secret in text]
 
 
 def _wait(predicate: Any, timeout: float, what: str) -> None:

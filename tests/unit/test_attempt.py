@@ -172,11 +172,49 @@ async def test_fetch_error__on_the_last_attempt_is_dead(h: Harness) -> None:
     assert h.attempts[0].dead_reason is DeadReason.TOO_MANY_RETRIES
 
 
-async def test_block_page__never_parsed_reason_kept(h: Harness) -> None:
+async def test_block_page__never_parsed_reason_kept_its_snapshot_marked(
+    h: Harness, tmp_path: Path
+) -> None:
+    from warcio.archiveiterator import ArchiveIterator
+
     verdict = await h.run("/captcha")
     assert isinstance(verdict, Failure) and verdict.outcome is Outcome.BLOCKED
     (event,) = h.attempts
     assert event.records == 0 and event.block_reason is not None
+    assert isinstance(await h.run("/p/1"), Completion)  # a page: no mark
+    h.job.warc.close()
+    records = []
+    for path in (tmp_path / "warc").glob("*.warc.gz"):
+        with path.open("rb") as fh:
+            for r in ArchiveIterator(fh):
+                records.append((r.rec_type, r.rec_headers, r.content_stream().read()))
+    responses = {hd.get_header("WARC-Record-ID"): b for t, hd, b in records if t == "response"}
+    assert len(responses) == 2, "the block page's snapshot is kept"
+    (mark,) = [(hd, b) for t, hd, b in records if t == "metadata"]
+    assert b"verify you are human" in responses[mark[0].get_header("WARC-Refers-To")].lower()
+    assert mark[0].get_header("Content-Type") == "application/warc-fields"
+    assert mark[1] == f"crawlfleet-block: {event.block_reason}\r\n".encode()
+
+
+async def test_block_through_a_proxy__retried_without_using_an_attempt_up_to_a_bound(
+    h: Harness,
+) -> None:
+    from crawlfleet.attempt import FREE_BLOCKS
+    from crawlfleet.routes.pools import Route
+
+    route = Route("dc/1", "dc", "http://127.0.0.2:3128")
+    h.job.routes = {route.id: route}
+    lease = replace(h.lease("/captcha", attempts=5), route=route.id)  # its last attempt
+    verdicts = [await h.pipeline.run(h.job, lease) for _ in range(FREE_BLOCKS + 1)]
+    for verdict in verdicts[:-1]:
+        assert isinstance(verdict, Failure) and verdict.outcome is Outcome.BLOCKED
+        assert not verdict.count_attempt and verdict.retry_at is not None
+        assert verdict.dead_reason is None and verdict.route_signal == "block"
+    last = verdicts[-1]
+    assert isinstance(last, Failure) and last.count_attempt, "past the bound: an attempt used"
+    assert last.dead_reason is DeadReason.BLOCKED
+    direct = await h.run("/captcha")  # the machine's own address: no other way to try
+    assert isinstance(direct, Failure) and direct.count_attempt
 
 
 async def test_parse_error__dead_parse_error(h: Harness) -> None:

@@ -450,6 +450,37 @@ class WarcWriter:
             self._end_file()
         return ref
 
+    def write_metadata(
+        self,
+        *,
+        url: str,
+        fields: Sequence[tuple[str, str]],
+        fetched_at: float,
+        refers_to: str,
+    ) -> WarcRef:
+        """A ``metadata`` record about the record ``refers_to`` (``application/warc-fields``:
+        one ``name: value`` line per field), e.g. that a response was a block page."""
+        self._check()
+        if self._file is None:
+            self._start_file()
+        assert self._file is not None
+        record_id, target = _record_id(), _target_uri(url)
+        head = [
+            ("WARC-Type", "metadata"),
+            ("WARC-Record-ID", record_id),
+            ("WARC-Date", _warc_date(fetched_at)),
+            ("WARC-Target-URI", target),
+            ("WARC-Warcinfo-ID", self._warcinfo_id),
+            ("WARC-Refers-To", refers_to),
+            ("Content-Type", "application/warc-fields"),
+        ]
+        body = "".join(f"{_clean(k)}: {_clean(v)}\r\n" for k, v in fields).encode()
+        self._put(_Record(head=_warc_head(head), block_head=b"", payload=body))
+        ref = WarcRef(self._file, record_id, target, _warc_date(fetched_at))
+        if self._estimated_size() >= self.max_size:
+            self._end_file()
+        return ref
+
     def flush(self) -> None:
         """Block until everything written so far is on disk (and fsynced, if enabled)."""
         self._check()

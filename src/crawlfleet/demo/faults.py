@@ -44,6 +44,12 @@ class Faults:
       seconds gets status-200 captcha pages for ``captcha_for`` seconds (None: never).
     * ``latency`` / ``latency_per_request``: every page takes ``latency + latency_per_request x
       requests in flight`` (this one included) seconds: a server that slows down with load.
+    * ``captcha_clients``: client addresses answered with status-200 captcha pages, whatever
+      they ask (robots.txt aside): a route the site has flagged.
+    * ``session_cookie``: the shop sets a ``shopsid`` cookie on every request without one, and
+      logs per request the client address, the cookie it sent and the one it was given.
+    * ``captcha_sessions``: ``shopsid`` values answered with captcha pages: an identity the site
+      has flagged (the route is fine, the session is not).
     * ``trap``: every page links an endless ``/calendar/YYYY/MM`` archive.
     * ``always_500``: paths answering 500 until ``POST /__admin/fix``.
     * ``robots_503``: robots.txt answers 503 until ``POST /__admin/robots-ok``.
@@ -61,6 +67,9 @@ class Faults:
     captcha_for: float = 60.0
     latency: float = 0.0
     latency_per_request: float = 0.0
+    captcha_clients: list[str] = field(default_factory=list)
+    session_cookie: bool = False
+    captcha_sessions: list[str] = field(default_factory=list)
     trap: bool = False
     always_500: list[str] = field(default_factory=list)
     robots_503: bool = False
@@ -72,7 +81,10 @@ class Faults:
         if unknown:
             raise ValueError(f"unknown fault switches: {sorted(unknown)}")
         for name, value in changes.items():
-            setattr(self, name, list(value) if name == "always_500" else value)
+            setattr(self, name, list(value) if name in _LISTS else value)
+
+
+_LISTS = frozenset({"always_500", "captcha_clients", "captcha_sessions"})
 
 
 def selected(kind: str, key: str, fraction: float) -> bool:

@@ -18,6 +18,8 @@ lets tests read request statistics and flip switches at runtime:
   address, and per client per second; per client address the most requests accepted within
   one sliding second, its 429s and the captcha pages it earned (``per_client``); requests in
   flight at arrival and the latency they cost (``load``).
+  With ``session_cookie`` on, ``sessions`` lists every request as ``[arrival, client, cookie
+  sent, cookie given, status]`` (the ``shopsid`` values; null for none).
 * ``POST /__admin/fix``: the ``always_500`` paths start answering normally.
 * ``POST /__admin/robots-ok``: robots.txt starts answering 200.
 * ``POST /__admin/faults``: a JSON object of ``Faults`` fields to change.
@@ -30,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import secrets
 import signal
 import sys
 import time
@@ -45,6 +48,7 @@ from crawlfleet.demo.faults import ClientLimits, Faults, Load, selected
 from crawlfleet.demo.pages import DynamicLinks, Renderer, captcha_page, robots_txt
 from crawlfleet.demo.stats import Stats
 
+SESSION_COOKIE = "shopsid"
 SESSION_PARAMS = frozenset({"sid", "jsessionid", "sessionid"})
 HTML = "text/html"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -134,6 +138,11 @@ async def _count_and_limit(request: web.Request, handler: Handler) -> web.Stream
         faults.captcha_window,
         faults.captcha_for,
     )
+    sid = request.cookies.get(SESSION_COOKIE) if faults.session_cookie else None
+    if request.path != "/robots.txt" and (
+        client in faults.captcha_clients or (sid is not None and sid in faults.captcha_sessions)
+    ):
+        verdict = "captcha"  # a flagged address or identity: captchas, whatever it asks
     response: web.StreamResponse
     if verdict == "captcha" and request.path != "/robots.txt":
         state.stats.faults["captcha_wall"] += 1
@@ -146,6 +155,11 @@ async def _count_and_limit(request: web.Request, handler: Handler) -> web.Stream
     else:
         response = await _loaded(state, request, handler, arrival)
     state.stats.answered(arrival, response.status)
+    if faults.session_cookie and request.path != "/robots.txt":
+        given = None if sid is not None else secrets.token_hex(6)
+        if given is not None:
+            response.set_cookie(SESSION_COOKIE, given, path="/", httponly=True)
+        state.stats.session(arrival, client, sid, given, response.status)
     return response
 
 
@@ -337,6 +351,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--captcha-for", type=float, default=60.0, metavar="SECONDS")
     p.add_argument("--latency", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--latency-per-request", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument(
+        "--captcha-client",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="serve this client address captcha pages only (repeatable)",
+    )
+    p.add_argument(
+        "--session-cookie",
+        action="store_true",
+        help="set a shopsid cookie on requests without one; log who sent which",
+    )
     p.add_argument("--trap", action="store_true")
     p.add_argument("--always-500", action="append", default=[], metavar="PATH")
     p.add_argument("--robots-503", action="store_true")
@@ -357,6 +383,8 @@ def faults_from_args(args: argparse.Namespace) -> Faults:
         captcha_for=args.captcha_for,
         latency=args.latency,
         latency_per_request=args.latency_per_request,
+        captcha_clients=list(args.captcha_client),
+        session_cookie=args.session_cookie,
         trap=args.trap,
         always_500=list(args.always_500),
         robots_503=args.robots_503,

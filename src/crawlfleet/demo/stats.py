@@ -25,6 +25,8 @@ class Stats:
     # (arrival, status) of every request answered, arrival in seconds after first_at: the shape
     # of a crawl in time (its bulk rate, its pace after a 429)
     timeline: list[tuple[float, int]] = field(default_factory=list)
+    # with the session cookie on: (arrival, client, cookie sent, cookie given, status) each
+    sessions: list[tuple[float, str, str | None, str | None, int]] = field(default_factory=list)
 
     def request(self, client: str, path: str, page: str, second: int) -> float:
         """Count one request; returns its arrival time (epoch seconds)."""
@@ -40,6 +42,12 @@ class Stats:
     def answered(self, arrival: float, status: int) -> None:
         self.statuses[str(status)] += 1
         self.timeline.append((round(arrival - (self.first_at or arrival), 4), status))
+
+    def session(
+        self, arrival: float, client: str, sent: str | None, given: str | None, status: int
+    ) -> None:
+        when = round(arrival - (self.first_at or arrival), 4)
+        self.sessions.append((when, client, sent, given, status))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -57,4 +65,5 @@ class Stats:
             "first_at": self.first_at,
             "last_at": self.last_at,
             "timeline": self.timeline,
+            "sessions": self.sessions,
         }

@@ -411,6 +411,9 @@ class SQLiteFrontier:
         if sharers > 1:
             mine = {(d, r): n for d, r, n in db.execute(Q["my_leases"], (worker,))}
         picker = _Picker(db, worker, ttl, names, kinds, now)
+        if any(route != DIRECT for _, route, *_ in candidates):  # a domain with routes to choose
+            batch = dumps(sorted({domain for domain, *_ in candidates}))
+            picker.lanes = dict(db.execute(Q["usable_lanes"], (batch, now)).fetchall())
         domain_free: dict[str, int] = {}
         leases: list[Lease] = []
         for domain, route, free, d_free, delay, step, next_at, concurrency in candidates:
@@ -987,6 +990,8 @@ class _Picker:
             now,
         )
         self.jobs = dumps(list(names))
+        #: per domain, its lanes that may lease now (a domain missing has one)
+        self.lanes: dict[str, int] = {}
 
     def take(self, domain: str, route: str, want: int, start: float, gap: float) -> list[Lease]:
         """Up to ``want`` leases through ``route``, starting at ``start``, one every ``gap``."""
@@ -998,6 +1003,7 @@ class _Picker:
             "jobs": self.jobs,
             "kinds": self.kinds,
             "limit": want,
+            "alone": int(self.lanes.get(domain, 1) <= 1),
         }
         if gap <= 0:  # every lease starts now: one statement, one shared expiry
             expires = self.now + self.ttl

@@ -604,7 +604,9 @@ GROUP BY domain, lease_route
 -- pick: per lane, its domain's best ready requests (priority, then age) of the running jobs and
 --   of the fetcher kinds this worker runs ($13; "auto" starts as http), as many as it has free
 --   slots (and start slots inside the horizon), FOR UPDATE SKIP LOCKED so concurrent leasers
---   never share a row. slot numbers the lane's requests: it starts at start + slot * gap. A
+--   never share a row. A request that failed through the lane's route (a block, a refusal, a
+--   429: lease_route keeps the route of its last lease) waits for another of the domain's lanes,
+--   unless it has no other that may carry it now (alone). slot numbers the lane's requests: it starts at start + slot * gap. A
 --   domain without ready work (or without a lane that may lease) yields one row with a NULL id:
 --   it is still marked served, so it moves to the back of the line; the caller runs the
 --   statement again past the domains visited ($8) while they leave the batch short.
@@ -629,7 +631,10 @@ WITH active AS (
     SELECT x.domain, x.last_lease_at, x.step, l.route, l.delay,
            greatest(l.delay, x.step) AS gap,
            greatest(l.next_at, x.d_next, $1) AS start,
-           least(l.concurrency - l.in_flight, x.d_free, l.share) AS free
+           least(l.concurrency - l.in_flight, x.d_free, l.share) AS free,
+           (SELECT count(*) <= 1 FROM lanes o LEFT JOIN routes ro ON ro.id = o.route
+            WHERE o.domain = x.domain AND o.tier = x.tier
+              AND coalesce(ro.open_until, 0) <= $1) AS alone
     FROM dom x
     LEFT JOIN LATERAL (
         SELECT ln.route, ln.delay, ln.next_at, ln.concurrency, ln.in_flight,
@@ -657,6 +662,7 @@ WITH active AS (
               AND r.job_id = ANY ((SELECT ids FROM active)::bigint[])
               AND (CASE WHEN r.fetcher = 'browser' THEN 'browser' ELSE 'http' END)
                   = ANY ($13::text[])
+              AND (c.alone OR r.lease_route IS NULL OR r.lease_route <> c.route)
             ORDER BY r.priority DESC, r.id
             LIMIT least(c.free, CASE WHEN c.gap > 0
                                      THEN floor(($2 - c.start) / c.gap)::int + 1

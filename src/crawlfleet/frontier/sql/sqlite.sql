@@ -488,13 +488,26 @@ WHERE l.in_flight < l.concurrency AND d.in_flight < d.max_in_flight
 ORDER BY l.last_lease_at
 LIMIT :limit;
 
+-- name: usable_lanes
+-- per domain of the batch (?: a JSON array), its lanes that may carry a request now: on the
+-- domain's route tier, their route's breaker not open
+SELECT l.domain, count(*) FROM lanes l
+JOIN domains d ON d.domain = l.domain
+LEFT JOIN routes r ON r.id = l.route
+WHERE l.domain IN (SELECT value FROM json_each(?1)) AND l.tier = d.tier
+  AND coalesce(r.open_until, 0) <= ?2
+GROUP BY l.domain;
+
 -- name: lease_pick
--- a worker leases only requests of the fetcher kinds it runs ("auto" starts as http)
+-- a worker leases only requests of the fetcher kinds it runs ("auto" starts as http); a request
+-- that failed through this lane's route (a block, a refusal, a 429) waits for another of the
+-- domain's lanes, unless there is none (:alone)
 SELECT id FROM requests INDEXED BY requests_ready
 WHERE domain = :domain AND state = 'queued' AND ready_at <= :now
   AND job_id IN (SELECT value FROM json_each(:jobs))
   AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END)
       IN (SELECT value FROM json_each(:kinds))
+  AND (:alone OR lease_route IS NULL OR lease_route <> :route)
 ORDER BY priority DESC, id
 LIMIT :limit;
 
@@ -515,6 +528,7 @@ WHERE id IN (
       AND job_id IN (SELECT value FROM json_each(:jobs))
       AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END)
           IN (SELECT value FROM json_each(:kinds))
+      AND (:alone OR lease_route IS NULL OR lease_route <> :route)
     ORDER BY priority DESC, id
     LIMIT :limit
 )

@@ -1,0 +1,206 @@
+"""Routes: pages/s through 1, 2, 4 and 8 proxies on the rate-limited demo shop, and what a proxy
+hop costs on the clean shop.
+
+    .venv/bin/python benchmarks/bench_routes.py [--routes 1,2,4,8] [--pages-per-route 50]
+                                                [--clean-products 1000] [--skip-hop]
+
+Needs Debian's tinyproxy (``scripts/test`` installs it). Each tinyproxy leaves from its own
+loopback address (127.0.0.2, ...), so the shop, limiting every client address to ``--limit``
+requests per sliding second (429 beyond, captchas for one that keeps pushing), sees one client
+per route.
+
+1. **Routes**: for N routes, a pool of N tinyproxies with ``rate = --rate`` (what the pool
+   declares safe per route), ``N * --pages-per-route`` products, one ``crawlfleet crawl`` (its
+   default workers). ``plan --json`` is asked first (its prediction); measured is the shop's bulk
+   rate: requests between its 10th and 90th percentile arrivals over that time (the start, while
+   the crawl discovers its first pages, and the tail are left out), as the routes test measures.
+   Also the wall time's pages/s, 429s and captchas, and whether every record came once.
+2. **Proxy hop**: the shop without limits, ``crawl --workers 1``, direct and through one
+   tinyproxy (no rate or concurrency cap on the route): pages/s over the wall time and over the
+   shop's active time, and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from tests.integration.helpers import demo_shop, read_jsonl, shop_stats  # noqa: E402
+from tests.proxies import proxy_fleet  # noqa: E402
+
+from crawlfleet.demo.catalog import Catalog  # noqa: E402
+
+SPIDER = """
+from crawlfleet.demo.spider import DemoShop
+
+
+class Shop(DemoShop):
+    start_urls = [{start!r}]
+    domain_concurrency = 64
+"""
+
+
+def _pool(proxies: list[str], rate: float | None) -> str:
+    cap = f"rate = {rate}\n" if rate else ""
+    return (
+        '[[routes.pool]]\nname = "direct"\nenabled = false\n\n'
+        f'[[routes.pool]]\nname = "dc"\nproxies = {json.dumps(proxies)}\n{cap}'
+    )
+
+
+def _crawlfleet(
+    args: list[str], cwd: Path, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crawlfleet", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def bulk_rate(stats: dict[str, Any]) -> float:
+    """Requests/s between the shop's 10th and 90th percentile arrivals."""
+    arrivals = sorted(t for t, _ in stats["timeline"])
+    low, high = arrivals[len(arrivals) // 10], arrivals[len(arrivals) * 9 // 10]
+    return (len(arrivals) * 8 // 10) / (high - low) if high > low else 0.0
+
+
+def crawl(work: Path, base: str, config: str | None, *extra: str) -> dict[str, Any]:
+    """One crawl of the shop at ``base`` in ``work``; its figures."""
+    work.mkdir(parents=True)
+    if config is not None:
+        (work / "crawlfleet.toml").write_text(config)
+    (work / "shop.py").write_text(SPIDER.format(start=base + "/"))
+    predicted = None
+    if config is not None:
+        plan = _crawlfleet(["plan", "shop.py", "--json"], work)
+        if plan.returncode == 0:
+            predicted = json.loads(plan.stdout)["pages_per_s"]
+    started = time.perf_counter()
+    result = _crawlfleet(["crawl", "shop.py", "-o", "out.jsonl", *extra], work)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"crawl failed in {work}:\n{result.stderr[-3000:]}")
+    stats = shop_stats(base)
+    active = (stats["last_at"] or 0) - (stats["first_at"] or 0)
+    return {
+        "requests": stats["requests"],
+        "wall_s": wall,
+        "pages_per_s_wall": stats["requests"] / wall,
+        "pages_per_s_active": stats["requests"] / active if active > 0 else 0.0,
+        "pages_per_s_bulk": bulk_rate(stats),
+        "predicted": predicted,
+        "too_many": stats["statuses"].get("429", 0),
+        "captchas": stats["faults"].get("captcha_wall", 0),
+        "records": read_jsonl(work / "out.jsonl"),
+    }
+
+
+def routes_runs(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    counts = [int(n) for n in args.routes.split(",")]
+    rows = []
+    with proxy_fleet(tmp / "proxies", http=max(counts), socks=0) as fleet:
+        for n in counts:
+            products = n * args.pages_per_route
+            shop = ("--products", str(products), "--rate-limit", str(args.limit))
+            with demo_shop(*shop, "--captcha-after", "20") as base:
+                config = _pool([p.url for p in fleet.http[:n]], args.rate)
+                row = crawl(tmp / f"routes-{n}", base, config)
+            want = {r["sku"] for r in Catalog(products).expected_records()}
+            skus = [r["sku"] for r in row.pop("records")]
+            row.update(routes=n, complete=len(skus) == len(set(skus)) and set(skus) == want)
+            rows.append(row)
+            print(_route_line(row), flush=True)
+    return rows
+
+
+def _route_line(r: dict[str, Any]) -> str:
+    predicted = f"{r['predicted']:.2f}" if r["predicted"] is not None else "-"
+    off = (
+        f"{(r['predicted'] - r['pages_per_s_bulk']) / r['pages_per_s_bulk']:+.0%}"
+        if r["predicted"] and r["pages_per_s_bulk"]
+        else "-"
+    )
+    return (
+        f"{r['routes']:>6} {r['requests']:>8} {r['pages_per_s_bulk']:>8.2f} {predicted:>9} "
+        f"{off:>6} {r['pages_per_s_wall']:>7.2f} {r['too_many']:>5} {r['captchas']:>8} "
+        f"{'yes' if r['complete'] else 'NO':>8}"
+    )
+
+
+def hop_runs(args: argparse.Namespace, tmp: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    with proxy_fleet(tmp / "hop-proxy", http=1, socks=0) as fleet:
+        for name, config in (("direct", None), ("tinyproxy", _pool([fleet.http[0].url], None))):
+            with demo_shop("--products", str(args.clean_products)) as base:
+                row = crawl(tmp / f"hop-{name}", base, config, "--workers", "1")
+            row.pop("records")
+            out[name] = row
+            print(
+                f"{name:>10} {row['requests']:>8} {row['pages_per_s_wall']:>9.1f} "
+                f"{row['pages_per_s_active']:>11.1f} {row['wall_s']:>7.1f}",
+                flush=True,
+            )
+    direct, proxied = out["direct"], out["tinyproxy"]
+    print(
+        f"through one tinyproxy: {proxied['pages_per_s_active'] / direct['pages_per_s_active']:.0%}"
+        f" of direct pages/s (active), "
+        f"{proxied['pages_per_s_wall'] / direct['pages_per_s_wall']:.0%} (wall)"
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--routes", default="1,2,4,8", help="route counts to run (default 1,2,4,8)")
+    p.add_argument("--pages-per-route", type=int, default=50, metavar="N")
+    p.add_argument("--limit", type=int, default=5, help="shop: requests per address per second")
+    p.add_argument("--rate", type=float, default=4.0, help="pool: requests/s per route")
+    p.add_argument("--clean-products", type=int, default=1000, metavar="N")
+    p.add_argument("--skip-hop", action="store_true", help="only the routes runs")
+    p.add_argument("--skip-routes", action="store_true", help="only the proxy hop runs")
+    args = p.parse_args(argv)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-routes-") as tmp:
+        if not args.skip_routes:
+            print(
+                f"rate-limited shop ({args.limit} req/s per address), pool rate {args.rate}/s "
+                f"per route, {args.pages_per_route} products per route"
+            )
+            print(
+                f"{'routes':>6} {'requests':>8} {'pages/s':>8} {'predicted':>9} {'off':>6} "
+                f"{'wall/s':>7} {'429s':>5} {'captchas':>8} {'complete':>8}"
+            )
+            rows = routes_runs(args, Path(tmp))
+            results["routes"] = rows
+            by = {r["routes"]: r["pages_per_s_bulk"] for r in rows}
+            if by.get(1):
+                print("speed-up over one route: " + ", ".join(
+                    f"{n}: {v / by[1]:.1f}x" for n, v in sorted(by.items())
+                ))  # fmt: skip
+        if not args.skip_hop:
+            print(f"\nclean shop ({args.clean_products} products), one worker")
+            print(f"{'':>10} {'requests':>8} {'pages/s':>9} {'active p/s':>11} {'wall s':>7}")
+            results["hop"] = hop_runs(args, Path(tmp))
+    out = HERE / "out"
+    out.mkdir(exist_ok=True)
+    path = out / f"routes-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=2))
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
