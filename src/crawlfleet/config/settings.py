@@ -188,3 +188,8 @@ class Settings:
     def robots_recheck(self) -> float:
         """Seconds a host waits, and its robots.txt is fetched again, while it is unreachable."""
         return self.pacing.robots_recheck
+
+    @property
+    def robots_give_up(self) -> float:
+        """Seconds a host's robots.txt may stay unreachable before its requests end dead."""
+        return self.pacing.robots_give_up
