@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
 from crawlfleet.data.warc import Capture
-from crawlfleet.errors import ParseError
+from crawlfleet.errors import ParseError, SpiderLoadError
 from crawlfleet.model import (
     Job,
     NewRequest,
@@ -130,6 +130,15 @@ def _seen_key(fp: bytes) -> int:
     return int.from_bytes(fp[:8], "little")
 
 
+def record_validator(spider_cls: type[Spider]) -> RecordValidator:
+    """The spider's record checks (``item``, ``item_key``); a bad ``item_key`` is refused with
+    one line naming the spider (:class:`~crawlfleet.errors.SpiderLoadError`)."""
+    try:
+        return RecordValidator(spider_cls.item, spider_cls.item_key)
+    except (TypeError, ValueError) as exc:
+        raise SpiderLoadError(f"spider {spider_cls.__name__}: {exc}") from None
+
+
 def trap_rules(spider_cls: type[Spider], settings: Settings | None = None) -> TrapRules:
     """A spider's trap guards: its own attributes, else ``[traps]`` from the settings."""
     own = {
@@ -152,7 +161,7 @@ class JobRuntime:
         self.job = job
         self.spider_cls = spider_cls
         self.spider = spider_cls()
-        self.validator = RecordValidator(spider_cls.item, spider_cls.item_key)
+        self.validator = record_validator(spider_cls)
         self.scope = tuple(spider_cls.scope_hosts())
         self.links = LinkCanonicalizer()
         self.seen: set[int] = set()

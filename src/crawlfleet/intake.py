@@ -102,7 +102,10 @@ def prepare(
     ``spider_cls`` is the configured class (``spiders.configure``); ``job_settings`` are the
     keys stored with the job for every worker's loader (arguments, ``-s`` settings, overrides).
     """
+    from crawlfleet.extract import record_validator
+
     settings.for_spider(spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
+    record_validator(spider_cls)  # a bad item_key too
     spider = spider_instance(spider_cls)
     try:
         seeds = seed_requests(
