@@ -5,6 +5,8 @@ credentials in start URLs, each ending with a named outcome."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 import sqlite3
 import sys
@@ -170,3 +172,97 @@ async def test_robots_txt_500_forever__dead_robots_unavailable_after_the_give_up
     assert code == 0, err
     assert {s for s, *_ in requests_of(tmp_path).values()} == {"done"}
     assert hostile_site.hits["/leaf"] == 1
+
+
+def _texts_of_files(root: Path, skip: set[Path]) -> dict[str, bytes]:
+    """Every file under ``root`` as bytes: WARC and other gzip files gunzipped, Parquet read
+    back as text (its pages may be compressed), the SQLite store also dumped as SQL."""
+    import gzip
+
+    import pyarrow.parquet as pq
+
+    texts: dict[str, bytes] = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p not in skip):
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        elif path.suffix == ".parquet":
+            data = json.dumps(pq.read_table(path).to_pylist()).encode()
+        elif path.name == "queue.db":
+            with sqlite3.connect(path) as db:
+                data += "\n".join(db.iterdump()).encode("utf-8", "surrogatepass")
+        texts[str(path.relative_to(root))] = data
+    return texts
+
+
+def _postgres_dump(dsn: str) -> bytes:
+    """Every row of every table of the store, as text (bytea columns decoded too)."""
+    import psycopg
+
+    out: list[str] = []
+    with psycopg.connect(dsn) as db:
+        tables = db.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+        ).fetchall()
+        for (table,) in tables:
+            for (row,) in db.execute(f'SELECT t::text FROM "{table}" t').fetchall():
+                out.append(f"{table}: {row}")
+        blobs = db.execute(
+            "SELECT table_name, column_name FROM information_schema.columns"
+            " WHERE table_schema = 'public' AND data_type = 'bytea'"
+        ).fetchall()
+        for table, column in blobs:
+            query = f'SELECT encode("{column}", \'escape\') FROM "{table}"'
+            out += [str(value) for (value,) in db.execute(query).fetchall() if value]
+    assert len(out) > 10, "the dump holds next to nothing: wrong database?"
+    return "\n".join(out).encode()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_credentials_in_a_start_url__pages_fetched__password_in_no_artefact(
+    hostile_site: HostileSite, tmp_path: Path, backend: str
+) -> None:
+    from tests.conftest import PG_TEST_DB
+    from tests.sites.hostile import AUTH_PASSWORD, AUTH_USER
+
+    hostile_site.robots = "nodelay"
+    start = hostile_site.url("/auth/").replace("://", f"://{AUTH_USER}:{AUTH_PASSWORD}@")
+    spider_dir = tmp_path / "spider"
+    spider_dir.mkdir()
+    spider = write_spider(spider_dir / "s.py", [start])
+    work = tmp_path / "work"
+    work.mkdir()
+    queue = ["--queue", PG_TEST_DB.fresh()] if backend == "postgres" else []
+    outputs: list[str] = []
+
+    async def run(*args: str) -> str:
+        code, out, err = await crawlfleet(work, *args, *queue)
+        outputs.append(out + err)
+        assert code == 0, err
+        return out
+
+    await run("crawl", str(spider), "-o", "records.jsonl")
+    records = [json.loads(line) for line in (work / "records.jsonl").read_text().splitlines()]
+    assert sorted(r["title"] for r in records) == ["home", "page/0", "page/1", "page/2"]
+    assert hostile_site.hits["/auth/page/2"] == 1  # no 401 on the way: each fetched once
+    for fmt in ("jsonl", "json", "csv", "parquet"):
+        await run("export", "--format", fmt, "--provenance", "-o", f"export.{fmt}")
+    assert "page/1" in (work / "export.csv").read_text()
+    await run("status")
+    await run("status", "--json")
+    await run("dead", "list")
+    await run("jobs")
+
+    artefacts = _texts_of_files(work, skip=set())
+    artefacts["command output"] = "\n".join(outputs).encode()
+    if backend == "postgres":
+        artefacts["postgres dump"] = _postgres_dump(queue[1])
+    assert any(name.endswith(".warc") or ".warc" in name for name in artefacts), artefacts.keys()
+    token = base64.b64encode(f"{AUTH_USER}:{AUTH_PASSWORD}".encode())
+    for name, data in artefacts.items():
+        assert AUTH_PASSWORD.encode() not in data, f"the password is in {name}"
+        assert token not in data, f"the Basic credentials are in {name}"
+    pages = (
+        artefacts["postgres dump"] if backend == "postgres" else artefacts[".crawlfleet/queue.db"]
+    )
+    assert hostile_site.url("/auth/page/1").encode() in pages  # the dump is of this crawl
