@@ -23,18 +23,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crawlfleet.data.warc import Capture, WarcRef
-from crawlfleet.errors import FetchError, ParseError, ProxyError
+from crawlfleet.errors import FetchError, OutOfScope, ParseError, ProxyError
 from crawlfleet.events import AttemptEvent, EventBus
 from crawlfleet.extract import PageOutput, Provenance
-from crawlfleet.fetch.base import Fetcher, FetchRequest
+from crawlfleet.fetch.base import Fetcher, FetchRequest, HopCheck
 from crawlfleet.fetch.robots import Gate
 from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome
+from crawlfleet.policy.blocks import Verdict as BlockKind
 from crawlfleet.policy.classify import classify, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
 from crawlfleet.policy.traps import page_type
 from crawlfleet.response import Response
 from crawlfleet.routes.identities import Identities
 from crawlfleet.routes.pools import DIRECT
+from crawlfleet.urls import host_of, in_scope, mask_credentials, origin_of
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -195,6 +197,13 @@ class Pipeline:
                     retry_after=recheck,
                     count_attempt=False,
                 )
+            case Gate.UNAVAILABLE:
+                return self._fail(
+                    a,
+                    Outcome.ROBOTS,
+                    f"robots.txt unreachable for over {gate.give_up:g}s: given up",
+                    dead=DeadReason.ROBOTS_UNAVAILABLE,
+                )
         return self._fail(a, Outcome.ROBOTS, "robots.txt disallows this URL")
 
     async def fetch(self, a: Attempt) -> Verdict | None:
@@ -212,12 +221,13 @@ class Pipeline:
         a.fetcher = a.job.fetchers.for_request(lease.fetcher)
         if self.identities is not None:
             a.session = await self.identities.pick(a.job.name, a.route)
-        gate = a.job.robots
+        authorization = a.job.runtime.authorization.get(origin_of(lease.url))
         request = FetchRequest(
             lease.url,
             method=lease.method,
             body=lease.body,
-            check_hop=gate.check_hop if gate is not None else None,
+            headers={"Authorization": authorization} if authorization else None,
+            check_hop=self._hop_check(a),
         )
         if a.fetcher.kind == "browser":
             request = _browser_request(request, a)
@@ -231,6 +241,25 @@ class Pipeline:
             return self._fail(a, outcome_for_error(exc), f"{exc.kind}: {exc}", kind=exc.kind)
         a.elapsed = time.perf_counter() - started
         return None
+
+    @staticmethod
+    def _hop_check(a: Attempt) -> HopCheck:
+        """What every redirect hop must pass before it is fetched: the crawl's scope (or the
+        request's own host: a seed may lie outside ``allowed_domains``), then robots.txt."""
+        gate, scope = a.job.robots, a.job.runtime.scope
+        own = a.lease.domain
+
+        async def check(url: str) -> None:
+            try:
+                host = host_of(url)
+            except ValueError:
+                return  # not http(s): the fetcher refuses it itself
+            if host != own and not in_scope(host, scope):
+                raise OutOfScope(f"the redirect to {host} leaves the crawl's scope")
+            if gate is not None:
+                await gate.check_hop(url)
+
+        return check
 
     def snapshot(self, a: Attempt) -> Verdict | None:
         """Archive the exchange; a payload archived before becomes a revisit record of it."""
@@ -291,6 +320,10 @@ class Pipeline:
             return None
         if found.outcome is Outcome.GONE:
             return self._completion(a)
+        if found.verdict.verdict is BlockKind.EMPTY:  # one retry (classify), then dead(empty)
+            final = found.outcome is Outcome.PERMANENT_ERROR
+            dead = DeadReason.EMPTY if final else None
+            return self._fail(a, found.outcome, f"HTTP {result.status} (empty page)", dead=dead)
         retry_after = parse_retry_after(result.header_map.get("retry-after"), self.clock())
         blocked = " (block page)" if found.outcome is Outcome.BLOCKED else ""
         return self._fail(a, found.outcome, f"HTTP {result.status}{blocked}", retry=retry_after)
@@ -338,6 +371,7 @@ class Pipeline:
             return self._fail(
                 a, Outcome.PERMANENT_ERROR, f"parse error: {exc}", dead=DeadReason.PARSE_ERROR
             )
+        _report_cuts(a)
         return None
 
     def learn_fetcher(self, a: Attempt) -> Verdict | None:
@@ -564,6 +598,24 @@ def _browser_request(request: FetchRequest, a: Attempt) -> FetchRequest:
     return BrowserRequest(**plain, wait_for=wait_for, actions=actions)
 
 
+def _report_cuts(a: Attempt) -> None:
+    """Say what a page lost to the caps: links over ``max_links_per_page``, and everything past
+    the parse limit (``Response.max_parse_size``)."""
+    out, response = a.output, a.response
+    url = mask_credentials(a.lease.url)
+    if out is not None and out.links_dropped:
+        cap = a.job.runtime.traps.max_links_per_page
+        log.warning(
+            "%d links dropped on %s: over max_links_per_page (%s)", out.links_dropped, url, cap
+        )
+    if response is not None and response.parse_truncated:
+        log.warning(
+            "%s is over the %d-byte parse limit: links and fields past it were not seen",
+            url,
+            response.max_parse_size,
+        )
+
+
 def _none_unknown(hrefs: list[str], base: str) -> list[str]:
     return []  # a dry run: links are counted, no Request is built
 
@@ -593,6 +645,7 @@ def _event(a: Attempt, verdict: Verdict) -> AttemptEvent:
         quarantined=len(out.quarantined) if out else 0,
         traps=out.traps if out else 0,
         robots_dropped=out.robots_dropped if out else 0,
+        links_dropped=out.links_dropped if out else 0,
         duplicate=a.earlier is not None,
         gone=a.outcome is Outcome.GONE,
         retry=isinstance(verdict, Failure) and verdict.retry_at is not None,

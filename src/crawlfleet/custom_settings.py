@@ -101,6 +101,7 @@ SPIDER_ATTRIBUTES: Final[dict[str, Callable[[Any], Any]]] = {
     "max_repeated_segments": _int,
     "host_page_budget": _limit,
     "pattern_budget": _limit,
+    "max_links_per_page": _limit,
 }
 
 

@@ -142,6 +142,20 @@ class RobotsDisallowed(PermanentFetchError):
     kind = "robots"
 
 
+class RobotsUnavailable(PermanentFetchError):
+    """The robots.txt of a redirect's target host could not be read for longer than the give-up
+    time (``[pacing] robots_give_up``)."""
+
+    kind = "robots_unavailable"
+
+
+class OutOfScope(PermanentFetchError):
+    """A redirect leads off the crawl's scope (``allowed_domains``, or the hosts of
+    ``start_urls``) and off the request's own host."""
+
+    kind = "out_of_scope"
+
+
 class RobotsUnreachable(RetryableFetchError):
     """The robots.txt of a redirect's target host cannot be read now: try the request later."""
 

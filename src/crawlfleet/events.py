@@ -49,6 +49,7 @@ class AttemptEvent:
     quarantined: int = 0
     traps: int = 0
     robots_dropped: int = 0
+    links_dropped: int = 0
     duplicate: bool = False
     gone: bool = False
     retry: bool = False

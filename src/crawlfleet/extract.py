@@ -13,6 +13,7 @@ so they hold across the whole fleet.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import traceback
 from collections import OrderedDict
@@ -24,7 +25,7 @@ from pydantic import ValidationError
 
 from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
 from crawlfleet.data.warc import Capture
-from crawlfleet.errors import ParseError
+from crawlfleet.errors import ParseError, SpiderLoadError
 from crawlfleet.model import (
     Job,
     NewRequest,
@@ -34,7 +35,13 @@ from crawlfleet.model import (
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider
-from crawlfleet.urls import LinkCanonicalizer, canonicalize, fingerprint, host_of, in_scope
+from crawlfleet.urls import (
+    LinkCanonicalizer,
+    credentials_by_origin,
+    host_of,
+    in_scope,
+    request_identity,
+)
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -47,6 +54,8 @@ class PageOutput:
     discovered: list[NewRequest] = field(default_factory=list)
     traps: int = 0
     robots_dropped: int = 0
+    #: new links past the page's ``max_links_per_page``: dropped, not queued
+    links_dropped: int = 0
     #: what the spider got out of the page: items it yielded, and links it found (known or not)
     found: int = 0
 
@@ -121,6 +130,15 @@ def _seen_key(fp: bytes) -> int:
     return int.from_bytes(fp[:8], "little")
 
 
+def record_validator(spider_cls: type[Spider]) -> RecordValidator:
+    """The spider's record checks (``item``, ``item_key``); a bad ``item_key`` is refused with
+    one line naming the spider (:class:`~crawlfleet.errors.SpiderLoadError`)."""
+    try:
+        return RecordValidator(spider_cls.item, spider_cls.item_key)
+    except (TypeError, ValueError) as exc:
+        raise SpiderLoadError(f"spider {spider_cls.__name__}: {exc}") from None
+
+
 def trap_rules(spider_cls: type[Spider], settings: Settings | None = None) -> TrapRules:
     """A spider's trap guards: its own attributes, else ``[traps]`` from the settings."""
     own = {
@@ -129,6 +147,7 @@ def trap_rules(spider_cls: type[Spider], settings: Settings | None = None) -> Tr
         "max_repeated_segments": spider_cls.max_repeated_segments,
         "host_page_budget": spider_cls.host_page_budget,
         "pattern_budget": spider_cls.pattern_budget,
+        "max_links_per_page": spider_cls.max_links_per_page,
     }
     if settings is None:
         return TrapRules(**{k: v for k, v in own.items() if v is not None})
@@ -142,7 +161,7 @@ class JobRuntime:
         self.job = job
         self.spider_cls = spider_cls
         self.spider = spider_cls()
-        self.validator = RecordValidator(spider_cls.item, spider_cls.item_key)
+        self.validator = record_validator(spider_cls)
         self.scope = tuple(spider_cls.scope_hosts())
         self.links = LinkCanonicalizer()
         self.seen: set[int] = set()
@@ -154,6 +173,12 @@ class JobRuntime:
         self.suspected: set[tuple[str, str]] = set()
         self.traps = traps or trap_rules(spider_cls)
         self.max_attempts = spider_cls.max_attempts
+        #: ``Authorization`` for the origins whose start URLs carry credentials (split off at
+        #: intake: the store never has them; only the fetch of that origin sends them)
+        self.authorization = {
+            origin: basic_authorization(*credentials)
+            for origin, credentials in credentials_by_origin(self.spider.start_urls).items()
+        }
 
     # -- links ----------------------------------------------------------------------------------
 
@@ -161,8 +186,8 @@ class JobRuntime:
         """The spider's start requests, canonical (seeds are never filtered by scope)."""
         out = []
         for req in self.spider.start_requests():
-            canon = canonicalize(req.url)
-            out.append(self._new(req, canon, fingerprint(canon, req.method, req.body), 0))
+            canon, fp, _ = request_identity(req.url, req.method, req.body)
+            out.append(self._new(req, canon, fp, 0))
         return out
 
     def _new(
@@ -187,7 +212,12 @@ class JobRuntime:
         self, req: Request, depth: int, out: PageOutput, robots: RobotsVerdict | None = None
     ) -> None:
         """Queue ``req`` in ``out`` if it is in scope and new to this worker (a trap is queued
-        marked as one: the store keeps it as ``dead(trap)``)."""
+        marked as one: the store keeps it as ``dead(trap)``); past the page's
+        ``max_links_per_page`` it is dropped and counted (``out.links_dropped``)."""
+        cap = self.traps.max_links_per_page
+        if cap is not None and len(out.discovered) >= cap:
+            out.links_dropped += 1  # not marked handled: another page may still add it
+            return
         base = req.base
         if base is not None and req.method == "GET" and req.body is None:
             # fast path: most links of a page are the site's menus, already judged
@@ -203,10 +233,9 @@ class JobRuntime:
             canon, fp, host = resolved
         else:  # an absolute URL without a page, or a request with a method or body of its own
             try:
-                canon = canonicalize(req.url)
+                canon, fp, host = request_identity(req.url, req.method, req.body)
             except ValueError:
                 return
-            fp, host = fingerprint(canon, req.method, req.body), host_of(canon)
         key = _seen_key(fp)
         if key in self.seen or not in_scope(host, self.scope):
             return
@@ -350,6 +379,12 @@ class JobRuntime:
                 warc.refers_to,
             )
         )
+
+
+def basic_authorization(user: str, password: str) -> str:
+    """The HTTP Basic ``Authorization`` value for ``user`` and ``password`` (RFC 7617, UTF-8)."""
+    token = base64.b64encode(f"{user}:{password}".encode("utf-8", "surrogatepass"))
+    return f"Basic {token.decode('ascii')}"
 
 
 def _iterate(result: Any) -> Iterator[Any]:

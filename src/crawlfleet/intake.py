@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from crawlfleet.errors import UsageError
 from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
+from crawlfleet.urls import credentials_by_origin
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -44,23 +45,38 @@ class Intake:
         return [k for k in KINDS if k in wanted]
 
 
-def seed_requests(requests: Iterable[Request], fetcher: str = "http") -> list[NewRequest]:
-    """A spider's start requests as the store takes them: canonical URL, fingerprint (of URL,
-    method and body), domain, depth 0, the spider's ``fetcher`` where a request names none.
-    Seeds are never filtered by scope. Raises UsageError for a start URL that does not parse."""
-    from crawlfleet.urls import canonicalize, fingerprint, host_of
+def seed_requests(
+    requests: Iterable[Request],
+    fetcher: str = "http",
+    credentials: Mapping[str, tuple[str, str]] | None = None,
+) -> list[NewRequest]:
+    """A spider's start requests as the store takes them: the URL as fetched (normalised, no
+    credentials), fingerprint (of its canonical form, method and body), domain, depth 0, the
+    spider's ``fetcher`` where a request names none. Seeds are never filtered by scope.
+
+    Credentials in a URL (``http://user:password@host/``) are split off here and never stored:
+    the fetch sends them to that origin from ``credentials`` (the spider's ``start_urls``,
+    :func:`~crawlfleet.urls.credentials_by_origin`). Raises UsageError for a start URL that
+    does not parse, or whose credentials are not those of its origin in ``start_urls``."""
+    from crawlfleet.urls import mask_credentials, origin_of, request_identity, split_credentials
 
     out = []
     for req in requests:
+        url, secret = split_credentials(req.url)
         try:
-            canon = canonicalize(req.url)
+            canon, fp, domain = request_identity(url, req.method, req.body)
         except ValueError as exc:
-            raise UsageError(f"bad start URL {req.url!r}: {exc}") from None
+            raise UsageError(f"bad start URL {mask_credentials(req.url)!r}: {exc}") from None
+        if secret is not None and (credentials or {}).get(origin_of(canon)) != secret:
+            raise UsageError(
+                f"start URL {mask_credentials(req.url)!r}: credentials in a URL are taken from "
+                "the spider's start_urls only"
+            )
         out.append(
             NewRequest(
                 url=canon,
-                fingerprint=fingerprint(canon, req.method, req.body),
-                domain=host_of(canon),
+                fingerprint=fp,
+                domain=domain,
                 priority=req.priority,
                 callback=req.callback_name,
                 meta=req.meta or None,
@@ -86,10 +102,15 @@ def prepare(
     ``spider_cls`` is the configured class (``spiders.configure``); ``job_settings`` are the
     keys stored with the job for every worker's loader (arguments, ``-s`` settings, overrides).
     """
+    from crawlfleet.extract import record_validator
+
     settings.for_spider(spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
+    record_validator(spider_cls)  # a bad item_key too
     spider = spider_instance(spider_cls)
     try:
-        seeds = seed_requests(spider.start_requests(), spider_cls.fetcher)
+        seeds = seed_requests(
+            spider.start_requests(), spider_cls.fetcher, credentials_by_origin(spider.start_urls)
+        )
     except UsageError:
         raise
     except Exception as exc:  # the spider's own code: its error, in one line

@@ -167,7 +167,9 @@ class JobContexts:
         robots = None
         if spider.obey_robots:
             cache = RobotsCache(http, user_agent=s.user_agent, error_recheck=s.robots_recheck)
-            robots = RobotsGate(cache, self.store, recheck=s.robots_recheck)
+            robots = RobotsGate(
+                cache, self.store, recheck=s.robots_recheck, give_up=s.robots_give_up
+            )
         warc = raw.writer(
             safe_name(f"{runtime.job.name}-{self.worker_id}"),
             max_size=s.warc_max_size,

@@ -114,6 +114,9 @@ class WorkerMetrics:
         self.robots_filtered = Counter(
             "crawlfleet_robots_filtered", "Links dropped as robots-disallowed", job, registry=r
         )
+        self.links_dropped = Counter(
+            "crawlfleet_links_dropped", "Links over a page's max_links_per_page", job, registry=r
+        )
         self.request_attempts = Histogram(
             "crawlfleet_request_attempts",
             "Attempts a request took, observed when it finished here",
@@ -159,6 +162,7 @@ class WorkerMetrics:
             (self.quarantined, e.quarantined),
             (self.traps, e.traps),
             (self.robots_filtered, e.robots_dropped),
+            (self.links_dropped, e.links_dropped),
             (self.duplicates, int(e.duplicate)),
             (self.gone, int(e.gone)),
             (self.retries, int(e.retry)),

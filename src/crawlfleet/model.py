@@ -88,6 +88,9 @@ class DeadReason(StrEnum):
     TOO_MANY_REDIRECTS = "too_many_redirects"
     UNSUPPORTED = "unsupported"
     CANCELLED = "cancelled"
+    EMPTY = "empty"  # an empty 2xx page, twice
+    ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt unreadable past the give-up time
+    OUT_OF_SCOPE = "out_of_scope"  # a redirect off the crawl's scope
 
 
 class JobState(StrEnum):

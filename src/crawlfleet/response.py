@@ -187,6 +187,13 @@ class Response:
         judged already): what the page offered, whatever was new."""
         return self._links_found
 
+    @property
+    def parse_truncated(self) -> bool:
+        """Whether lexbor (CSS, ``follow_all``) read this page cut at ``max_parse_size``: links
+        and fields past that point were not seen."""
+        doc = self._doc
+        return doc is not None and doc.parsed and len(self.body) - self._bom > self.max_parse_size
+
     # -- decoding ----------------------------------------------------------------------------
 
     @property

@@ -135,7 +135,8 @@ class Spider:
       ``allow_private_addresses``.
     * Trap guards: ``max_depth``, ``max_url_length``, ``max_repeated_segments``,
       ``host_page_budget`` (requests per host), ``pattern_budget`` (requests per URL shape); a
-      link over one of them is kept as ``dead(trap)``, never fetched.
+      link over one of them is kept as ``dead(trap)``, never fetched. ``max_links_per_page``:
+      most new links one page adds (the rest are dropped, counted and logged).
     * ``custom_settings``: settings of this spider's jobs: crawlfleet's per-job keys
       (``worker.fetch_timeout``...), spider attributes, and Scrapy's names where crawlfleet has
       an equivalent (``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS``...; others are refused).
@@ -173,6 +174,7 @@ class Spider:
     max_repeated_segments: ClassVar[int | None] = None
     host_page_budget: ClassVar[int | None] = None
     pattern_budget: ClassVar[int | None] = None
+    max_links_per_page: ClassVar[int | None] = None
 
     def __init__(self, **kwargs: Any) -> None:
         for name, value in kwargs.items():

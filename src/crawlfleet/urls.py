@@ -11,7 +11,13 @@ same way should canonicalise to the same string. What changes, and why:
 * query parameters sorted by key then value (blank values kept), session-id parameters dropped, in
   the query and as path parameters (``/cart;jsessionid=AB12``);
 * path case kept: servers may treat ``/A`` and ``/a`` as different pages;
-* userinfo kept: it is part of the address. Use :func:`mask_credentials` before showing a URL.
+* userinfo kept by :func:`canonicalize` (use :func:`mask_credentials` before showing a URL).
+
+A request is stored and fetched as :func:`request_url` gives it: normalised the same way but
+with its session-id parameters kept (the server may need them: fetch what was asked) and its
+userinfo dropped (credentials are split off at intake, :func:`split_credentials`, and never
+stored). Session ids are left out of its identity only: :func:`request_identity` fingerprints
+the canonical form.
 
 :class:`LinkCanonicalizer` is the crawler's hot path: it resolves links found on a page and
 caches the results, since most links (menus, footers) repeat on every page of a site.
@@ -24,6 +30,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Final
+from urllib.parse import unquote
 
 import ada_url
 
@@ -31,10 +38,15 @@ __all__ = [
     "DEFAULT_SESSION_PARAMS",
     "LinkCanonicalizer",
     "canonicalize",
+    "credentials_by_origin",
     "fingerprint",
     "host_of",
     "in_scope",
     "mask_credentials",
+    "origin_of",
+    "request_identity",
+    "request_url",
+    "split_credentials",
 ]
 
 DEFAULT_SESSION_PARAMS: Final[frozenset[str]] = frozenset(
@@ -159,8 +171,9 @@ def _host_of_authority(authority: str) -> str:
     return hostport.partition(":")[0]
 
 
-def _finish(href: str, session_params: frozenset[str]) -> tuple[str, str]:
-    """Canonicalise an ada-serialised href; returns ``(canonical_url, host)``.
+def _finish(href: str, session_params: frozenset[str], *, userinfo: bool = True) -> tuple[str, str]:
+    """Canonicalise an ada-serialised href; returns ``(canonical_url, host)`` (with
+    ``userinfo=False``, the URL without its ``user:password@``).
 
     Raises ``ValueError`` when the scheme is not http or https.
     """
@@ -181,8 +194,11 @@ def _finish(href: str, session_params: frozenset[str]) -> tuple[str, str]:
     path = _normalize_path(path, session_params)
     if qmark:
         query = _normalize_query(query, session_params)
-    canonical = href[:auth_end] + path + ("?" + query if query else "")
-    return canonical, _host_of_authority(href[auth_start:auth_end])
+    authority = href[auth_start:auth_end]
+    if not userinfo and "@" in authority:
+        authority = authority.rpartition("@")[2]
+    canonical = href[:auth_start] + authority + path + ("?" + query if query else "")
+    return canonical, _host_of_authority(authority)
 
 
 def _parse(url: str) -> str:
@@ -198,6 +214,63 @@ def canonicalize(url: str, *, session_params: frozenset[str] = DEFAULT_SESSION_P
     Idempotent. Raises ``ValueError`` for unparseable URLs and schemes other than http/https.
     """
     return _finish(_parse(url), session_params)[0]
+
+
+def request_url(url: str) -> str:
+    """The URL a request is stored and fetched as: :func:`canonicalize` but that session-id
+    parameters are kept and userinfo dropped. Raises ``ValueError`` like it."""
+    return _finish(_parse(url), frozenset(), userinfo=False)[0]
+
+
+def request_identity(
+    url: str,
+    method: str = "GET",
+    body: bytes | None = None,
+    *,
+    session_params: frozenset[str] = DEFAULT_SESSION_PARAMS,
+) -> tuple[str, bytes, str]:
+    """``(request_url, fingerprint, host)`` of a request: the URL to store and fetch, and its
+    dedup key, the fingerprint of its canonical form (session ids left out). Raises
+    ``ValueError`` for unparseable URLs and schemes other than http/https."""
+    href = _parse(url)
+    asked, host = _finish(href, frozenset(), userinfo=False)
+    key = _finish(href, session_params, userinfo=False)[0] if session_params else asked
+    return asked, fingerprint(key, method, body), host
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without its userinfo, and the ``(user, password)`` it held (percent-decoded;
+    None when it held none). Never raises: a string that is no URL comes back as it is."""
+    if "@" not in url:
+        return url, None
+    match = _USERINFO.match(url)
+    if match is None:
+        return url, None
+    user, _, password = match.group(2).partition(":")
+    return match.group(1) + url[match.end() :], (unquote(user), unquote(password))
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of an absolute URL as :func:`request_url` gives it."""
+    start = url.find("://")
+    end = url.find("/", start + 3) if start >= 0 else -1
+    return url if end < 0 else url[:end]
+
+
+def credentials_by_origin(urls: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """The ``(user, password)`` that URLs such as a spider's ``start_urls`` carry, by origin
+    (``scheme://host[:port]``): where the fetch sends them (HTTP Basic), and nowhere else.
+    URLs that do not parse are left to whoever checks them."""
+    found: dict[str, tuple[str, str]] = {}
+    for url in urls:
+        stripped, credentials = split_credentials(url)
+        if credentials is None:
+            continue
+        try:
+            found.setdefault(origin_of(request_url(stripped)), credentials)
+        except ValueError:
+            continue
+    return found
 
 
 def fingerprint(canonical_url: str, method: str = "GET", body: bytes | None = None) -> bytes:
@@ -295,10 +368,11 @@ class LinkCanonicalizer:
         self._prefix: str | None = None
 
     def resolve(self, href: str, base: str) -> _Result | None:
-        """The link ``href`` on the page at ``base`` (an absolute, canonical URL), canonicalised.
+        """The link ``href`` on the page at ``base`` (an absolute, canonical URL) as a request:
+        ``(request_url, fingerprint, host)``.
 
         Returns None for links that are not http(s) (``mailto:``, ``javascript:``, ...) and for
-        links that do not parse. Agrees with :func:`canonicalize` on the joined URL.
+        links that do not parse. Agrees with :func:`request_identity` on the joined URL.
         """
         return self.resolve_key(self.key(href, base), href, base)
 
@@ -361,7 +435,10 @@ class LinkCanonicalizer:
                 href = ada_url.normalize_url(absolute)
             else:
                 href = ada_url.join_url(base, href)
-            canonical, host = _finish(href, self._session_params)
+            asked, host = _finish(href, frozenset(), userinfo=False)
+            key = asked
+            if self._session_params and ("?" in href or ";" in href):
+                key = _finish(href, self._session_params, userinfo=False)[0]
         except ValueError:
             return None
-        return canonical, fingerprint(canonical), host
+        return asked, fingerprint(key), host

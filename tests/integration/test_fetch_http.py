@@ -285,6 +285,23 @@ async def test_redirect_to_loopback_name_is_refused(hostile_site: HostileSite) -
     assert hostile_site.hits["/echo"] == 0
 
 
+async def test_a_named_loopback_host_is_allowed_on_any_port(hostile_site: HostileSite) -> None:
+    """The allowance for a start URL's host is per host, not per port (README, Hostile sites):
+    a redirect to another port of it is followed, to another name for it is not."""
+    from tests.sites.hostile import start_site
+
+    other, stop = await start_site()
+    try:
+        async with HttpClient(settings(private_ok_hosts=frozenset({"127.0.0.1"}))) as fetcher:
+            result = await fetcher.fetch(redirect(hostile_site, other.url("/page?size=10")))
+            assert result.status == 200 and result.url == other.url("/page?size=10")
+            with pytest.raises(AddressRefused):
+                await fetcher.fetch(redirect(hostile_site, other.url("/page", host="localhost")))
+        assert other.hits["/page"] == 1
+    finally:
+        await stop()
+
+
 @pytest.mark.parametrize(
     "target",
     [

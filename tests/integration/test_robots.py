@@ -209,3 +209,35 @@ async def test_redirect_into_a_disallowed_path__refused_before_it_is_fetched(
     result = await fetcher.fetch(FetchRequest(allowed, check_hop=gate.check_hop))
     assert result.url.endswith("/private/open/page")
     await gate.close()
+
+
+async def test_unreachable_past_the_give_up__given_up_until_it_answers(
+    hostile_site: HostileSite, fetcher: HttpFetcher, clock: Clock
+) -> None:
+    """robots.txt answering 500 forever holds its host only until the gate's give-up time."""
+    from crawlfleet.errors import RobotsUnavailable, RobotsUnreachable
+    from crawlfleet.fetch.robots import RobotsGate
+
+    class NoPacing:
+        async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
+            pass
+
+    hostile_site.robots = "500"
+    cache = RobotsCache(fetcher, user_agent=UA, error_recheck=60, clock=clock)
+    gate = RobotsGate(cache, NoPacing(), recheck=60.0, give_up=150.0)  # type: ignore[arg-type]
+    url = hostile_site.url("/page")
+    for step in (0, 61, 61):  # fetched again after each recheck: still 500
+        clock.advance(step)
+        with pytest.raises(RobotsUnreachable):
+            await gate.check_hop(url)
+    assert cache.unreachable_for(url) == 122
+    clock.advance(61)
+    with pytest.raises(RobotsUnavailable):
+        await gate.check_hop(url)
+    assert hostile_site.hits["/robots.txt"] == 4
+
+    hostile_site.robots = "rules"  # back: the next fetch clears the count
+    clock.advance(61)
+    await gate.check_hop(hostile_site.url("/page"))
+    assert cache.unreachable_for(url) == 0
+    await gate.close()

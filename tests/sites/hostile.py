@@ -17,6 +17,7 @@ scenario (see :data:`ROBOTS_MODES`).
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import zlib
 from collections import Counter
@@ -43,7 +44,24 @@ ROBOTS_RULES = (
     "Allow: /private/open\n"
     "Crawl-delay: 2.5\n"
 )
-ROBOTS_MODES = ("rules", "404", "403", "500", "503", "429", "redirect5", "big", "slow", "cut")
+ROBOTS_RULES_NO_DELAY = ROBOTS_RULES.replace("Crawl-delay: 2.5\n", "")
+"""The same rules without the Crawl-delay (robots mode ``nodelay``: crawls at full speed)."""
+ROBOTS_MODES = (
+    "rules",
+    "nodelay",
+    "404",
+    "403",
+    "500",
+    "503",
+    "429",
+    "redirect5",
+    "big",
+    "slow",
+    "cut",
+)
+AUTH_USER = "crawler"
+AUTH_PASSWORD = "pw-7f3a9c1e-s3cret"
+"""The Basic credentials ``/auth/...`` requires (a distinctive string: tests grep for it)."""
 ROBOTS_BIG_LATE_RULE = "/late"
 """Disallowed only by a group that starts about 600 KiB into the ``big`` robots.txt."""
 
@@ -85,6 +103,8 @@ class HostileSite:
     host: str
     port: int
     hits: Counter[str] = field(default_factory=Counter)
+    #: requests per path and query, as asked (``/session?sessionid=1``)
+    asked: Counter[str] = field(default_factory=Counter)
     robots: str = "rules"
 
     @property
@@ -229,6 +249,48 @@ async def many_headers(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def empty(request: web.Request) -> web.StreamResponse:
+    """A 200 HTML page with an empty body."""
+    return web.Response(body=b"", content_type="text/html")
+
+
+async def private(request: web.Request) -> web.StreamResponse:
+    """``/private/...``: what robots.txt disallows (a crawler that obeys never gets here)."""
+    return web.Response(
+        text="<html><title>secret</title><p>secret</p></html>", content_type="text/html"
+    )
+
+
+async def links(request: web.Request) -> web.StreamResponse:
+    """``/links?n=N``: a page of N distinct links (``/links/leaf/0`` ...)."""
+    count = int(request.query.get("n", 100))
+    anchors = "".join(f'<a href="/links/leaf/{i}">{i}</a>\n' for i in range(count))
+    return web.Response(text=f"<html><body>{anchors}</body></html>", content_type="text/html")
+
+
+async def leaf(request: web.Request) -> web.StreamResponse:
+    """``/links/leaf/{i}`` and other ends of a crawl: a small page with no link."""
+    return web.Response(text="<html><title>leaf</title></html>", content_type="text/html")
+
+
+async def auth(request: web.Request) -> web.StreamResponse:
+    """``/auth/...``: Basic authentication as :data:`AUTH_USER` / :data:`AUTH_PASSWORD`, else
+    401. ``/auth/`` links three pages; each page is a titled leaf."""
+
+    expected = base64.b64encode(f"{AUTH_USER}:{AUTH_PASSWORD}".encode()).decode()
+    if request.headers.get("Authorization") != f"Basic {expected}":
+        return web.Response(
+            status=401, text="who are you?", headers={"WWW-Authenticate": 'Basic realm="h"'}
+        )
+    tail = request.match_info["tail"]
+    if not tail:
+        anchors = "".join(f'<a href="/auth/page/{i}">{i}</a>' for i in range(3))
+        return web.Response(
+            text=f"<html><title>home</title>{anchors}</html>", content_type="text/html"
+        )
+    return web.Response(text=f"<html><title>{tail}</title></html>", content_type="text/html")
+
+
 def _hang_up(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     # Abort (RST) so the client sees the cut now; aiohttp then skips finishing the response.
     assert request.transport is not None
@@ -273,8 +335,13 @@ async def _robots_slow(request: web.Request) -> web.StreamResponse:
     return await trickle(request)
 
 
+async def _robots_no_delay(request: web.Request) -> web.StreamResponse:
+    return web.Response(text=ROBOTS_RULES_NO_DELAY)
+
+
 _ROBOTS: dict[str, Handler] = {
     "rules": _robots_rules,
+    "nodelay": _robots_no_delay,
     "404": _robots_status(404),
     "403": _robots_status(403),
     "500": _robots_status(500),
@@ -292,6 +359,7 @@ SITE_KEY = web.AppKey("site", HostileSite)
 @web.middleware
 async def _count(request: web.Request, handler: Handler) -> web.StreamResponse:
     request.app[SITE_KEY].hits[request.path] += 1
+    request.app[SITE_KEY].asked[request.path_qs] += 1
     return await handler(request)
 
 
@@ -317,6 +385,12 @@ def make_app(site: HostileSite) -> web.Application:
     app.router.add_get("/robots.txt", robots)
     app.router.add_get("/robots-hop/{n}", robots_hop)
     app.router.add_get("/robots-final.txt", _robots_rules)
+    app.router.add_get("/empty", empty)
+    app.router.add_get("/private/{tail:.*}", private)
+    app.router.add_get("/links", links)
+    app.router.add_get("/links/leaf/{i}", leaf)
+    app.router.add_get("/leaf", leaf)
+    app.router.add_get("/auth/{tail:.*}", auth)
     return app
 
 

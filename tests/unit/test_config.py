@@ -96,8 +96,20 @@ def test_trap_defaults__are_the_documented_ones() -> None:
     rules = Settings().trap_rules()
     assert (rules.max_depth, rules.host_page_budget, rules.pattern_budget) == (50, 100_000, 10_000)
     assert (rules.max_url_length, rules.max_repeated_segments) == (2083, 2)
+    assert rules.max_links_per_page == 10_000
     # a spider's own attribute wins over the section
     assert Settings().trap_rules(max_depth=3, pattern_budget=None).max_depth == 3
+    assert Settings().trap_rules(max_links_per_page=50).max_links_per_page == 50
+    assert Settings.of(max_links_per_page="false").trap_rules().max_links_per_page is None
+
+
+def test_robots_give_up__documented_default__bad_values_are_one_clear_error() -> None:
+    assert Settings().robots_give_up == 600.0
+    assert Settings.of(robots_give_up="5").check().robots_give_up == 5.0
+    with pytest.raises(ConfigError, match="robots_give_up must be 0 seconds or more"):
+        Settings.of(robots_give_up=-1).check()
+    with pytest.raises(ConfigError, match="max_links_per_page must be at least 1"):
+        Settings.of(max_links_per_page=0).check()
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ def test_label_cap__first_values_keep_their_name_the_rest_are_other() -> None:
 def test_worker_metrics__events_counted_by_job_domain_kind_and_outcome() -> None:
     m = WorkerMetrics(domains=2)
     m.observe(Leased(3))
-    m.observe(page(latency=0.02, nbytes=100, records=2, quarantined=1, attempts=1))
+    m.observe(page(latency=0.02, nbytes=100, records=2, quarantined=1, attempts=1, links_dropped=7))
     m.observe(page("b.test", Outcome.BLOCKED, retry=True, attempts=1))
     m.observe(page("c.test", Outcome.RETRYABLE_ERROR, dead_reason=DeadReason.TOO_MANY_RETRIES))
     m.observe(page("a.test", outcome=None))  # type: ignore[arg-type]  # given back: not counted
@@ -50,6 +50,7 @@ def test_worker_metrics__events_counted_by_job_domain_kind_and_outcome() -> None
     assert got[("crawlfleet_records_total", (("job", "j"),))] == 2
     assert got[("crawlfleet_quarantined_total", (("job", "j"),))] == 1
     assert got[("crawlfleet_retries_total", (("job", "j"),))] == 1
+    assert got[("crawlfleet_links_dropped_total", (("job", "j"),))] == 7
     assert got[("crawlfleet_dead_total", (("job", "j"), ("reason", "too_many_retries")))] == 1
     assert got[("crawlfleet_leased_total", ())] == 3
     assert got[("crawlfleet_leases_lost_total", (("how", "heartbeat"),))] == 2

@@ -530,3 +530,19 @@ def test_nested_matches_keep_document_order(query: str) -> None:
 def test_parser_differences_give_parsels_answer(html: str, query: str, parsels: list[str]) -> None:
     assert parsel.Selector(html).css(query).getall() == parsels
     assert response(html).css(query).getall() == parsels
+
+
+def test_parse_truncated__says_when_selectors_read_a_cut_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Response, "max_parse_size", 200)  # the documented knob, scaled down
+    head = b'<html><body><a href="/near">near</a>'
+    tail = b"<p>filler</p>" * 30 + b'<a href="/far">far</a></body></html>'
+    cut = Response("https://shop.test/", 200, {"Content-Type": "text/html"}, head + tail)
+    assert not cut.parse_truncated  # nothing parsed yet
+    hrefs = [r.url for r in cut.follow_all("a")]
+    assert hrefs == ["https://shop.test/near"]  # what the cap costs: the far link is not seen
+    assert cut.parse_truncated
+    whole = Response("https://shop.test/", 200, {"Content-Type": "text/html"}, head)
+    assert len(list(whole.follow_all("a"))) == 1
+    assert not whole.parse_truncated

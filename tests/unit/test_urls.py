@@ -9,10 +9,14 @@ from crawlfleet.urls import (
     DEFAULT_SESSION_PARAMS,
     LinkCanonicalizer,
     canonicalize,
+    credentials_by_origin,
     fingerprint,
     host_of,
     in_scope,
     mask_credentials,
+    request_identity,
+    request_url,
+    split_credentials,
 )
 
 
@@ -192,7 +196,6 @@ BASE = "https://shop.test/list/shoes/"
         ("//cdn.test/a.png", "https://cdn.test/a.png"),
         ("/\\other.test/x", "https://other.test/x"),
         ("HTTP://Other.Test:80/X", "http://other.test/X"),
-        ("http://other.test/;jsessionid=9", "http://other.test/"),
         (" /about ", "https://shop.test/about"),
         ("/\t/other.test/x", "https://other.test/x"),
         ("/a\tb\n", "https://shop.test/ab"),
@@ -205,6 +208,49 @@ def test_resolve(href: str, expected: str) -> None:
         assert result is not None
         url, fp, host = result
         assert (url, fp, host) == (expected, fingerprint(expected), host_of(expected))
+
+
+def test_resolve__session_ids_kept_in_the_url__left_out_of_the_fingerprint() -> None:
+    canon = LinkCanonicalizer()
+    for href, asked, key in [
+        (
+            "http://other.test/;jsessionid=9",
+            "http://other.test/;jsessionid=9",
+            "http://other.test/",
+        ),
+        ("/a?sessionid=7&b=1", "https://shop.test/a?b=1&sessionid=7", "https://shop.test/a?b=1"),
+    ]:
+        assert canon.resolve(href, BASE) == (asked, fingerprint(key), host_of(key))
+
+
+def test_request_identity__fetch_what_was_asked__dedup_without_session_or_credentials() -> None:
+    url, fp, host = request_identity("http://u:pw@Shop.test/p?sessionid=1&a=2")
+    assert url == "http://shop.test/p?a=2&sessionid=1"
+    assert fp == fingerprint("http://shop.test/p?a=2")
+    assert host == "shop.test"
+    assert request_identity("http://shop.test/p?a=2")[1] == fp
+    assert request_url("http://u:pw@shop.test/x;sid=3") == "http://shop.test/x;sid=3"
+
+
+@pytest.mark.parametrize(
+    ("url", "stripped", "credentials"),
+    [
+        ("http://user:p%40ss@host.test:81/a", "http://host.test:81/a", ("user", "p@ss")),
+        ("https://token@api.test/", "https://api.test/", ("token", "")),
+        ("http://host.test/a@b", "http://host.test/a@b", None),
+        ("not a url", "not a url", None),
+    ],
+)
+def test_split_credentials(url: str, stripped: str, credentials: tuple[str, str] | None) -> None:
+    assert split_credentials(url) == (stripped, credentials)
+
+
+def test_credentials_by_origin() -> None:
+    urls = ["http://a:1@h.test/x", "http://h.test/y", "https://b:2@h.test:8443/", "bad://c:3@"]
+    assert credentials_by_origin(urls) == {
+        "http://h.test": ("a", "1"),
+        "https://h.test:8443": ("b", "2"),
+    }
 
 
 @pytest.mark.parametrize(
@@ -234,7 +280,7 @@ def test_resolve_root_relative_depends_on_base_origin() -> None:
         "https://a.test/p?a=2&b=1",
         "https://b.test/p?a=2&b=1",
         "http://a.test/p?a=2&b=1",
-        "https://u:p@a.test:81/p?a=2&b=1",
+        "https://a.test:81/p?a=2&b=1",  # credentials are never part of a request's URL
     ]
 
 
@@ -250,7 +296,8 @@ def test_resolve_uses_session_params() -> None:
     canon = LinkCanonicalizer(session_params=frozenset({"token"}))
     result = canon.resolve("/a?token=1&sid=2", BASE)
     assert result is not None
-    assert result[0] == "https://shop.test/a?sid=2"
+    assert result[0] == "https://shop.test/a?sid=2&token=1"
+    assert result[1] == fingerprint("https://shop.test/a?sid=2")
 
 
 # Property tests: URLs assembled from awkward parts.
@@ -322,9 +369,9 @@ def test_canonicalize_is_idempotent_on_any_path(tail: str) -> None:
 @given(urls(), st.sampled_from([BASE, "http://other.test:8080/a/b?c=d", "https://u:p@x.test/"]))
 def test_resolve_agrees_with_canonicalize_for_absolute_links(url: str, base: str) -> None:
     canon = LinkCanonicalizer()
-    expected = canonicalize(url)
+    expected = request_identity(url)
     for _ in range(2):
-        assert canon.resolve(url, base) == (expected, fingerprint(expected), host_of(expected))
+        assert canon.resolve(url, base) == expected
 
 
 @given(
@@ -337,7 +384,7 @@ def test_resolve_agrees_with_canonicalize_for_relative_links(
 ) -> None:
     href = lead + "/".join(segments)
     try:
-        expected = canonicalize(ada_url.join_url(base, href))
+        expected = request_url(ada_url.join_url(base, href))
     except ValueError:
         expected = None
     canon = LinkCanonicalizer()

@@ -55,8 +55,14 @@ async def dead_list(
     for d in letters:
         click.echo(
             f"{d.id}\t{d.job}\t{d.reason.value}\t{d.attempts} attempts\t"
-            f"{mask_credentials(d.url)}\t{d.error or ''}"
+            f"{mask_credentials(d.url)}\t{one_line(d.error)}"
         )
+
+
+def one_line(error: str | None) -> str:
+    """An error as one line of the listing: its lines joined with `` | ``, tabs as spaces."""
+    lines = (line.strip() for line in (error or "").replace("\t", " ").splitlines())
+    return " | ".join(line for line in lines if line)
 
 
 async def _known_job(store: Insights, job: str | None) -> None:
@@ -82,12 +88,12 @@ async def dead_show(ctx: click.Context, request_id: int, queue: str | None) -> N
     if d is None:
         raise UsageError(f"no dead request with id {request_id}")
     click.echo(f"request {d.id} of job {d.job}: {mask_credentials(d.url)}")
-    click.echo(f"dead: {d.reason.value} after {d.attempts} attempts: {d.error or ''}")
+    click.echo(f"dead: {d.reason.value} after {d.attempts} attempts: {one_line(d.error)}")
     for a in d.history:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a.at))
         click.echo(
             f"  #{a.n} {at} {a.outcome} status={a.status or '-'} "
-            f"route={a.route or 'direct'} {a.error or ''}"
+            f"route={a.route or 'direct'} {one_line(a.error)}"
         )
 
 

@@ -127,12 +127,12 @@ async def _open_fetcher(fs: FetchSettings, browser: bool) -> Fetcher:
 def _page(result: FetchResult, url: str, spider_cls: type[Spider] | None) -> Page:
     from crawlfleet.policy.classify import classify
     from crawlfleet.response import Response
-    from crawlfleet.urls import canonicalize
+    from crawlfleet.urls import request_url
 
     rendered = getattr(result, "rendered_html", None)  # a browser fetch: the DOM is the page
     body = rendered.encode("utf-8", "surrogatepass") if rendered else result.body
     response = Response(
-        result.url, result.status, result.header_map, body, request_url=canonicalize(url)
+        result.url, result.status, result.header_map, body, request_url=request_url(url)
     )
     verdict = None
     if spider_cls is not None:

@@ -31,6 +31,9 @@ DEFAULT_SPOOL: Final = ".crawlfleet/spool"
 DEFAULT_USER_AGENT: Final = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet)"
 #: seconds a host waits while its robots.txt is unreachable (``[pacing] robots_recheck``)
 ROBOTS_RECHECK: Final = 60.0
+#: seconds after which a host whose robots.txt stays unreachable has its requests end
+#: ``dead(robots_unavailable)`` (``[pacing] robots_give_up``)
+ROBOTS_GIVE_UP: Final = 600.0
 
 
 def masked_repr(obj: Any) -> str:
@@ -97,9 +100,10 @@ class RetrySettings:
 class PacingSettings(PacingConfig):
     """``[pacing]``: :class:`~crawlfleet.policy.pacing.PacingConfig` (but its per-domain
     ``min_delay`` and ``max_concurrency``, which come from the domain's limits) and
-    ``robots_recheck``."""
+    ``robots_recheck`` and ``robots_give_up``."""
 
     robots_recheck: float = ROBOTS_RECHECK
+    robots_give_up: float = ROBOTS_GIVE_UP
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class TrapSettings(TrapRules):
     max_depth: int | None = 50
     host_page_budget: int | None = 100_000
     pattern_budget: int | None = 10_000
+    max_links_per_page: int | None = 10_000
 
 
 @dataclass(frozen=True, repr=False)

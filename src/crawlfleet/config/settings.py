@@ -61,6 +61,10 @@ class Settings:
             raise ConfigError("concurrency and lease_batch must be at least 1")
         if w.stats_every <= 0:
             raise ConfigError("worker.stats_every must be more than 0 seconds")
+        if self.pacing.robots_give_up < 0:
+            raise ConfigError("pacing.robots_give_up must be 0 seconds or more")
+        if self.traps.max_links_per_page is not None and self.traps.max_links_per_page < 1:
+            raise ConfigError("traps.max_links_per_page must be at least 1 (false: no limit)")
         check_raw_url(self.store.raw)
         self.pacing_config()
         return self
@@ -188,3 +192,8 @@ class Settings:
     def robots_recheck(self) -> float:
         """Seconds a host waits, and its robots.txt is fetched again, while it is unreachable."""
         return self.pacing.robots_recheck
+
+    @property
+    def robots_give_up(self) -> float:
+        """Seconds a host's robots.txt may stay unreachable before its requests end dead."""
+        return self.pacing.robots_give_up

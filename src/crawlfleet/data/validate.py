@@ -50,6 +50,11 @@ class RecordValidator:
         self, model: type[BaseModel] | None, item_key: str | tuple[str, ...] | None
     ) -> None:
         self.model = model
+        if item_key is not None and not (
+            isinstance(item_key, str)
+            or (isinstance(item_key, tuple | list) and all(isinstance(n, str) for n in item_key))
+        ):
+            raise ValueError(f"item_key must be a field name or a tuple of them, not {item_key!r}")
         self.key_fields: tuple[str, ...] | None = (
             (item_key,) if isinstance(item_key, str) else tuple(item_key) if item_key else None
         )

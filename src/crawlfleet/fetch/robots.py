@@ -10,6 +10,10 @@ What the status of ``/robots.txt`` means (RFC 9309 §2.3.1):
                                       is fetched again after ``error_recheck`` seconds
 ====================================  =====================================================
 
+An origin whose robots.txt stays unreachable is not waited for forever: past the gate's
+``give_up`` seconds since its first failed fetch in a row (as this worker saw it), its requests
+end ``dead(robots_unavailable)``, replayable once the site is back.
+
 Scrapy treats a download error as "allow all"; that lets a struggling server be crawled
 harder exactly when it is failing, so here it disallows. ``/robots.txt`` itself is always
 allowed. One fetch per origin at a time: concurrent callers wait for the same fetch.
@@ -28,7 +32,13 @@ from typing import TYPE_CHECKING, Final
 from protego import Protego
 from yarl import URL
 
-from crawlfleet.errors import FetchError, RobotsDisallowed, RobotsUnreachable, TooManyRedirects
+from crawlfleet.errors import (
+    FetchError,
+    RobotsDisallowed,
+    RobotsUnavailable,
+    RobotsUnreachable,
+    TooManyRedirects,
+)
 from crawlfleet.fetch.base import FetchRequest
 
 if TYPE_CHECKING:
@@ -77,6 +87,8 @@ class RobotsCache:
         self._max_hosts = max_hosts
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._inflight: dict[str, asyncio.Task[_Entry]] = {}
+        #: per origin: when its robots.txt first failed, of the failures in a row now
+        self._failing_since: dict[str, float] = {}
 
     async def allowed(self, url: str) -> bool:
         """True if robots.txt lets our user agent fetch ``url``."""
@@ -123,6 +135,15 @@ class RobotsCache:
         entry = self._entries.get(_origin(URL(origin)))
         return entry.state if entry is not None else None
 
+    def unreachable_for(self, url: str) -> float:
+        """Seconds the robots.txt of ``url``'s origin has been unreachable, from its first failed
+        fetch of the failures in a row (0 when it is not unreachable)."""
+        origin = _origin(URL(url))
+        since = self._failing_since.get(origin)
+        if since is None or self.state(origin) != UNREACHABLE:
+            return 0.0
+        return self._clock() - since
+
     async def close(self) -> None:
         """Cancel robots.txt fetches still in flight (at shutdown)."""
         tasks = list(self._inflight.values())
@@ -144,7 +165,14 @@ class RobotsCache:
         return await asyncio.shield(task)
 
     async def _refresh(self, origin: str) -> _Entry:
+        started = self._clock()
         entry = await self._load(origin)
+        if entry.state == UNREACHABLE:
+            if len(self._failing_since) >= self._max_hosts:
+                self._failing_since.clear()
+            self._failing_since.setdefault(origin, started)
+        else:
+            self._failing_since.pop(origin, None)
         self._entries[origin] = entry
         self._entries.move_to_end(origin)
         while len(self._entries) > self._max_hosts:
@@ -194,6 +222,7 @@ class Gate(StrEnum):
     ALLOW = "allow"
     DISALLOW = "disallow"  # robots.txt disallows the URL: dead(robots)
     UNREACHABLE = "unreachable"  # robots.txt cannot be read now: the host waits, no attempt used
+    UNAVAILABLE = "unavailable"  # unreadable for longer than the give-up: dead(robots_unavailable)
     GIVE_BACK = "give_back"  # leased before the store knew the Crawl-delay: paced again
 
 
@@ -203,10 +232,11 @@ class RobotsGate:
     RFC 9309: an unreachable robots.txt (5xx, 429, no answer) disallows the whole host for now.
     That is the host's state, not the request's fault: the pipeline retries the request after
     ``recheck`` seconds without using up an attempt, and the store holds the whole lane until
-    then. A robots.txt Crawl-delay is told to the store once per domain
-    (:meth:`~crawlfleet.frontier.ports.Pacing.set_crawl_delay`); leases the store handed out
-    before it knew are given back to be paced (no attempt used), but for one. Every redirect
-    hop is checked too (:meth:`check_hop`).
+    then, for at most ``give_up`` seconds (None: no end) since the file first failed: then its
+    requests end ``dead(robots_unavailable)``. A robots.txt Crawl-delay is told to the store
+    once per domain (:meth:`~crawlfleet.frontier.ports.Pacing.set_crawl_delay`); leases the
+    store handed out before it knew are given back to be paced (no attempt used), but for one.
+    Every redirect hop is checked too (:meth:`check_hop`).
     """
 
     def __init__(
@@ -215,11 +245,13 @@ class RobotsGate:
         pacing: Pacing,
         *,
         recheck: float,
+        give_up: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
         self.pacing = pacing
         self.recheck = recheck
+        self.give_up = give_up
         self._clock = clock
         #: per domain: when the store was told its robots.txt Crawl-delay, and the delay
         self._told: dict[str, asyncio.Future[tuple[float, float]]] = {}
@@ -228,8 +260,9 @@ class RobotsGate:
 
     async def check(self, lease: Lease) -> Gate:
         if not await self.cache.allowed(lease.url):
-            unreachable = self.cache.state(lease.url) == UNREACHABLE
-            return Gate.UNREACHABLE if unreachable else Gate.DISALLOW
+            if self.cache.state(lease.url) != UNREACHABLE:
+                return Gate.DISALLOW
+            return Gate.UNAVAILABLE if self._given_up(lease.url) else Gate.UNREACHABLE
         told = self._told.get(lease.domain)
         if told is None:
             told = asyncio.ensure_future(self._tell_crawl_delay(lease))
@@ -246,8 +279,15 @@ class RobotsGate:
         if await self.cache.allowed(url):
             return
         if self.cache.state(url) == UNREACHABLE:
+            if self._given_up(url):
+                raise RobotsUnavailable(
+                    f"robots.txt of the redirect's host unreachable for over {self.give_up:g}s"
+                )
             raise RobotsUnreachable("robots.txt of the redirect's host cannot be read now")
         raise RobotsDisallowed("robots.txt disallows the redirect's target")
+
+    def _given_up(self, url: str) -> bool:
+        return self.give_up is not None and self.cache.unreachable_for(url) >= self.give_up
 
     def cached_verdict(self, url: str) -> bool | None:
         return self.cache.cached_verdict(url)

@@ -76,6 +76,8 @@ _DEAD_BY_KIND: Final[dict[str, DeadReason]] = {
     "too_many_redirects": DeadReason.TOO_MANY_REDIRECTS,
     "address_refused": DeadReason.ADDRESS_REFUSED,
     "robots": DeadReason.ROBOTS,
+    "robots_unavailable": DeadReason.ROBOTS_UNAVAILABLE,
+    "out_of_scope": DeadReason.OUT_OF_SCOPE,
     "unsupported_scheme": DeadReason.UNSUPPORTED,
 }
 

@@ -28,6 +28,8 @@ class TrapRules:
     max_path_segments: int = 64
     host_page_budget: int | None = None
     pattern_budget: int | None = None
+    #: most new links one page may add to the crawl; the rest are dropped, counted and logged
+    max_links_per_page: int | None = None
 
 
 def _path_segments(url: str) -> list[str]:
