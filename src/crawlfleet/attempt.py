@@ -136,7 +136,13 @@ class Pipeline:
         outcome = verdicts.get(a.outcome, "neutral") if a.outcome else "neutral"
         url = a.result.url if a.result is not None else a.lease.url
         self.identities.after(
-            a.job.name, a.route, a.session, url=url, set_cookies=cookies, outcome=outcome
+            a.job.name,
+            a.route,
+            a.session,
+            url=url,
+            set_cookies=cookies,
+            outcome=outcome,
+            hop_cookies=a.result.hop_cookies if a.result is not None else (),
         )
 
     async def _steps(self, a: Attempt) -> Verdict:
@@ -206,12 +212,13 @@ class Pipeline:
                 )
         a.fetcher = a.job.fetchers.for_request(lease.fetcher)
         if self.identities is not None:
-            a.session = await self.identities.pick(a.job.name, a.route)
+            a.session = await self.identities.pick(a.job.name, a.route, _named(lease))
         gate = a.job.robots
         request = FetchRequest(
             lease.url,
             method=lease.method,
             body=lease.body,
+            headers=lease.headers,
             check_hop=gate.check_hop if gate is not None else None,
         )
         if a.fetcher.kind == "browser":
@@ -315,6 +322,7 @@ class Pipeline:
                 depth=a.lease.depth,
                 fetched_at=self.clock(),
                 warc=warc,
+                cookiejar=_cookiejar(a),
             )
         except ParseError as exc:
             return self._fail(
@@ -515,6 +523,23 @@ def slot_start(slot: float, last: tuple[float, float] | None, now: float) -> flo
     if last is not None and slot > last[0]:
         start = max(start, last[1] + (slot - last[0]) * SLOT_CATCH_UP)
     return start
+
+
+def _named(lease: Lease) -> str | None:
+    """The session a request names (``meta["cookiejar"]``), if any."""
+    name = lease.meta.get("cookiejar")
+    return None if name is None else str(name)
+
+
+def _cookiejar(a: Attempt) -> str | None:
+    """The session the page's follow-ups name: the one the request named, else the one that
+    fetched the page once it holds cookies (a login's cookie must reach its follow-ups)."""
+    named = _named(a.lease)
+    if named is not None or a.session is None:
+        return named
+    result = a.result
+    got = result is not None and (result.hop_cookies or "set-cookie" in result.header_map)
+    return a.session.id if a.session.cookies or got else None
 
 
 def _browser_request(request: FetchRequest, a: Attempt) -> FetchRequest:

@@ -47,6 +47,7 @@ class PageOutput:
     discovered: list[NewRequest] = field(default_factory=list)
     traps: int = 0
     robots_dropped: int = 0
+    dropped: int = 0  # records the spider's process_record dropped
     #: what the spider got out of the page: items it yielded, and links it found (known or not)
     found: int = 0
 
@@ -166,8 +167,17 @@ class JobRuntime:
         return out
 
     def _new(
-        self, req: Request, canon: str, fp: bytes, depth: int, trap: str | None = None
+        self,
+        req: Request,
+        canon: str,
+        fp: bytes,
+        depth: int,
+        trap: str | None = None,
+        cookiejar: str | None = None,
     ) -> NewRequest:
+        meta = req.meta or None
+        if cookiejar is not None and (meta is None or "cookiejar" not in meta):
+            meta = {**(meta or {}), "cookiejar": cookiejar}
         return NewRequest(
             url=canon,
             fingerprint=fp,
@@ -175,16 +185,22 @@ class JobRuntime:
             priority=req.priority,
             depth=depth,
             callback=req.callback_name,
-            meta=req.meta or None,
+            meta=meta,
             method=req.method,
             body=req.body,
             fetcher=req.fetcher or self._fetcher_for(canon, fp),
             max_attempts=req.max_attempts,
             trap=trap,
+            headers=req.headers,
         )
 
     def link(
-        self, req: Request, depth: int, out: PageOutput, robots: RobotsVerdict | None = None
+        self,
+        req: Request,
+        depth: int,
+        out: PageOutput,
+        robots: RobotsVerdict | None = None,
+        cookiejar: str | None = None,
     ) -> None:
         """Queue ``req`` in ``out`` if it is in scope and new to this worker (a trap is queued
         marked as one: the store keeps it as ``dead(trap)``)."""
@@ -214,12 +230,12 @@ class JobRuntime:
         trap = check_url(canon, depth, self.traps)
         if trap is not None:
             out.traps += 1
-            out.discovered.append(self._new(req, canon, fp, depth, trap))
+            out.discovered.append(self._new(req, canon, fp, depth, trap, cookiejar))
             return
         if robots is not None and robots.cached_verdict(canon) is False:
             out.robots_dropped += 1  # known disallowed: never worth a queue row
             return
-        out.discovered.append(self._new(req, canon, fp, depth))
+        out.discovered.append(self._new(req, canon, fp, depth, cookiejar=cookiejar))
 
     def _fetcher_for(self, url: str, fp: bytes) -> str:
         """The fetcher of a new request with none of its own: the spider's; for ``auto``, the
@@ -264,8 +280,10 @@ class JobRuntime:
         depth: int,
         fetched_at: float,
         warc: Provenance,
+        cookiejar: str | None = None,
     ) -> PageOutput:
-        """Run the callback on ``response``; raises ParseError if the spider code fails."""
+        """Run the callback on ``response``; raises ParseError if the spider code fails.
+        ``cookiejar``: the session the page's requests name unless they name one."""
         out = PageOutput()
         method = getattr(self.spider, callback or "parse", None)
         if method is None:
@@ -275,7 +293,7 @@ class JobRuntime:
             for obj in _iterate(method(response)):
                 out.found += obj is not None
                 if isinstance(obj, Request):
-                    self.link(obj, depth + 1, out, robots)
+                    self.link(obj, depth + 1, out, robots, cookiejar)
                 elif obj is not None:
                     self._record(obj, page_url, position, fetched_at, warc, out)
                     position += 1
@@ -313,6 +331,10 @@ class JobRuntime:
         warc: Provenance,
         out: PageOutput,
     ) -> None:
+        obj = self.spider.process_record(obj)
+        if obj is None:
+            out.dropped += 1
+            return
         checked = self.validator.check(obj, page_url=page_url, position=position)
         if isinstance(checked, Invalid):
             self._quarantine(checked, page_url, fetched_at, warc, out)

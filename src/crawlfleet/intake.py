@@ -68,6 +68,7 @@ def seed_requests(requests: Iterable[Request], fetcher: str = "http") -> list[Ne
                 body=req.body,
                 fetcher=req.fetcher or fetcher,
                 max_attempts=req.max_attempts,
+                headers=req.headers,
             )
         )
     return out

@@ -167,6 +167,7 @@ class NewRequest:
     fetcher: str | None = None
     max_attempts: int | None = None  # None: the job's default
     trap: str | None = None  # why the finder judged it a trap: stored as dead(trap), never fetched
+    headers: Mapping[str, str] | None = None  # the request's own headers (see Request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +191,7 @@ class Lease:
     expires_at: float
     start_at: float
     route: str = "direct"  # the route the request leaves by (its lane is (domain, route))
+    headers: Mapping[str, str] | None = field(default=None, repr=False)  # may hold secrets
 
     @property
     def lane(self) -> tuple[str, str]:

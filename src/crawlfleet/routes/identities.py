@@ -8,6 +8,13 @@ usable session of its key (a new one when none is), :meth:`Identities.after` fol
 into it (``Set-Cookie``, good or bad, retired on a block), and :meth:`Identities.flush` saves the
 changed ones to the store, from where every other worker loads them: a session survives a worker
 restart and continues on another worker, and a login done once serves the whole fleet.
+
+A request may name its session (``meta["cookiejar"]``, as in Scrapy): the requests a page yields
+name the session that fetched it once that session holds cookies, so a login's follow-ups carry
+its cookie on whichever worker leases them. A named session is read from the store afresh
+unless this worker holds its latest change, is kept past its use and age limits (a login must
+not expire under the crawl), and is made anew, empty, under the same name once a block or
+errors retired it.
 """
 
 from __future__ import annotations
@@ -75,6 +82,7 @@ class Identities:
         self.clock = clock
         self._keys: dict[tuple[str, str], _Keyed] = {}
         self._dirty: dict[tuple[str, str], dict[str, Session]] = {}
+        self._named: set[str] = set()  # sessions requests named (kept past uses and age)
 
     def _config(self, route: Route | None) -> SessionConfig:
         if route is not None and self.routes is not None:
@@ -83,22 +91,30 @@ class Identities:
                     return SessionConfig.for_pool(pool)
         return DEFAULT_SESSION
 
-    async def pick(self, job: str, route: Route | None) -> Session:
-        """A usable session for an attempt of ``job`` through ``route``."""
+    async def pick(self, job: str, route: Route | None, name: str | None = None) -> Session:
+        """A usable session for an attempt of ``job`` through ``route``; ``name``: the session
+        the request names (``meta["cookiejar"]``), made if there is none of that name."""
         key = (job, session_key(route, self.routes))
         now = self.clock()
         keyed = self._keys.get(key)
-        if keyed is None or now - keyed.loaded_at >= RELOAD_EVERY:
+        stale = name is not None and name not in self._dirty.get(key, {})
+        if keyed is None or stale or now - keyed.loaded_at >= RELOAD_EVERY:
             keyed = await self._load(key, route, now)
+        if name is not None:
+            self._named.add(name)
+            named = keyed.sessions.get(name)
+            if named is not None and not _spent(named, keyed.config):
+                return named
+            return self._fresh(key, keyed, route, now, name)
         session = pick_session(list(keyed.sessions.values()), now, config=keyed.config)
         if session is not None:
             return session
-        fresh = Session.new(
-            secrets.token_hex(8),
-            route or Route(DIRECT, DIRECT),
-            now,
-            user_agent=self.user_agent,
-        )
+        return self._fresh(key, keyed, route, now, secrets.token_hex(8))
+
+    def _fresh(
+        self, key: tuple[str, str], keyed: _Keyed, route: Route | None, now: float, sid: str
+    ) -> Session:
+        fresh = Session.new(sid, route or Route(DIRECT, DIRECT), now, user_agent=self.user_agent)
         keyed.sessions[fresh.id] = fresh
         self._dirty.setdefault(key, {})[fresh.id] = fresh
         return fresh
@@ -125,15 +141,19 @@ class Identities:
         url: str,
         set_cookies: Sequence[str],
         outcome: str,
+        hop_cookies: Sequence[tuple[str, str]] = (),
     ) -> Session:
-        """Fold one attempt into ``session``: its cookies, then ``ok`` (good), ``blocked``
-        (retired: the site knows this identity), ``error`` (bad: the identity may be at fault)
-        or anything else (a use, neither good nor bad). Returns the new value."""
+        """Fold one attempt into ``session``: its cookies (``hop_cookies``: ``(url, Set-Cookie)``
+        of the redirects before ``url``), then ``ok`` (good), ``blocked`` (retired: the site
+        knows this identity), ``error`` (bad: the identity may be at fault) or anything else
+        (a use, neither good nor bad). Returns the new value."""
         key = (job, session_key(route, self.routes))
         now = self.clock()
         keyed = self._keys.get(key)
         config = keyed.config if keyed else DEFAULT_SESSION
         current = keyed.sessions.get(session.id, session) if keyed else session
+        for hop, cookie in hop_cookies:
+            current = current.with_cookies([cookie], hop, now)
         if set_cookies:
             current = current.with_cookies(set_cookies, url, now)
         if outcome == "blocked":
@@ -158,12 +178,17 @@ class Identities:
             keyed = self._keys.get((job, key))
             config = keyed.config if keyed else DEFAULT_SESSION
             for s in sessions.values():
-                done = not s.usable(now, config)
+                done = _spent(s, config) if s.id in self._named else not s.usable(now, config)
                 by_job.setdefault(job, []).append((key, s.id, _dumps(s), done))
                 if done and keyed is not None:
                     keyed.sessions.pop(s.id, None)
         for job, rows in by_job.items():
             await self.store.save_sessions(job, rows)
+
+
+def _spent(session: Session, config: SessionConfig) -> bool:
+    """A named session's end: a block, or errors (never its uses or age)."""
+    return session.retired is not None or session.error_score >= config.max_error_score
 
 
 def _dumps(session: Session) -> str:
