@@ -54,6 +54,8 @@ _SCRIPT_SCAN = 256 * 1024
 #: share of a slot's spacing kept when a worker starts late slots (see ``Pipeline.pace_slot``)
 SLOT_CATCH_UP = 0.9
 _SLOTS_MAX = 10_000
+#: most bytes of a plain-text error answer quoted in its failure
+_PLAIN_REASON_MAX = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +214,9 @@ class Pipeline:
                 )
         a.fetcher = a.job.fetchers.for_request(lease.fetcher)
         if self.identities is not None:
-            a.session = await self.identities.pick(a.job.name, a.route, _named(lease))
+            a.session = await self.identities.pick(
+                a.job.name, a.route, _named(lease), since=lease.start_at
+            )
         gate = a.job.robots
         request = FetchRequest(
             lease.url,
@@ -294,7 +298,10 @@ class Pipeline:
             return self._completion(a)
         retry_after = parse_retry_after(result.header_map.get("retry-after"), self.clock())
         blocked = " (block page)" if found.outcome is Outcome.BLOCKED else ""
-        return self._fail(a, found.outcome, f"HTTP {result.status}{blocked}", retry=retry_after)
+        said = _plain_reason(result) if found.outcome is Outcome.PERMANENT_ERROR else ""
+        return self._fail(
+            a, found.outcome, f"HTTP {result.status}{blocked}{said}", retry=retry_after
+        )
 
     def parse(self, a: Attempt) -> Verdict | None:
         """Run the spider on the page: records, quarantine, links (every page is parsed)."""
@@ -322,7 +329,8 @@ class Pipeline:
                 depth=a.lease.depth,
                 fetched_at=self.clock(),
                 warc=warc,
-                cookiejar=_cookiejar(a),
+                cookiejar=_named(a.lease),
+                form_cookiejar=_form_cookiejar(a),
             )
         except ParseError as exc:
             return self._fail(
@@ -525,18 +533,28 @@ def slot_start(slot: float, last: tuple[float, float] | None, now: float) -> flo
     return start
 
 
+def _plain_reason(result: FetchResult) -> str:
+    """A short plain-text answer's first line (``": CSRF token missing"``): what a 4xx said
+    about the request is worth keeping with its dead letter."""
+    content_type = (result.header("content-type") or "").lower()
+    if not content_type.startswith("text/plain") or len(result.body) > _PLAIN_REASON_MAX:
+        return ""
+    line = result.body.decode("utf-8", "replace").strip().split("\n", 1)[0].strip()
+    return f": {line}" if line else ""
+
+
 def _named(lease: Lease) -> str | None:
     """The session a request names (``meta["cookiejar"]``), if any."""
     name = lease.meta.get("cookiejar")
     return None if name is None else str(name)
 
 
-def _cookiejar(a: Attempt) -> str | None:
-    """The session the page's follow-ups name: the one the request named, else the one that
-    fetched the page once it holds cookies (a login's cookie must reach its follow-ups)."""
-    named = _named(a.lease)
-    if named is not None or a.session is None:
-        return named
+def _form_cookiejar(a: Attempt) -> str | None:
+    """The session a form the page submits names: the one that fetched the page, once it holds
+    cookies (a CSRF token is tied to the cookie that came with the form; a login's answer sets
+    the cookie its follow-ups need)."""
+    if a.session is None:
+        return None
     result = a.result
     got = result is not None and (result.hop_cookies or "set-cookie" in result.header_map)
     return a.session.id if a.session.cookies or got else None

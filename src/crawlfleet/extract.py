@@ -281,9 +281,13 @@ class JobRuntime:
         fetched_at: float,
         warc: Provenance,
         cookiejar: str | None = None,
+        form_cookiejar: str | None = None,
     ) -> PageOutput:
         """Run the callback on ``response``; raises ParseError if the spider code fails.
-        ``cookiejar``: the session the page's requests name unless they name one."""
+
+        The session the page's requests name (``meta["cookiejar"]``) unless they name one:
+        ``cookiejar`` (the page's own request named it), else ``form_cookiejar`` for its
+        non-GET requests (the forms it submits)."""
         out = PageOutput()
         method = getattr(self.spider, callback or "parse", None)
         if method is None:
@@ -293,7 +297,8 @@ class JobRuntime:
             for obj in _iterate(method(response)):
                 out.found += obj is not None
                 if isinstance(obj, Request):
-                    self.link(obj, depth + 1, out, robots, cookiejar)
+                    jar = cookiejar or (form_cookiejar if obj.method != "GET" else None)
+                    self.link(obj, depth + 1, out, robots, jar)
                 elif obj is not None:
                     self._record(obj, page_url, position, fetched_at, warc, out)
                     position += 1

@@ -9,11 +9,14 @@ into it (``Set-Cookie``, good or bad, retired on a block), and :meth:`Identities
 changed ones to the store, from where every other worker loads them: a session survives a worker
 restart and continues on another worker, and a login done once serves the whole fleet.
 
-A request may name its session (``meta["cookiejar"]``, as in Scrapy): the requests a page yields
-name the session that fetched it once that session holds cookies, so a login's follow-ups carry
-its cookie on whichever worker leases them. A named session is read from the store afresh
-unless this worker holds its latest change, is kept past its use and age limits (a login must
-not expire under the crawl), and is made anew, empty, under the same name once a block or
+A request may name its session (``meta["cookiejar"]``, as in Scrapy), and the requests of a
+page fetched with a named session name it too. A form a page submits (a non-GET request) names
+the session that fetched the page once that session holds cookies: the CSRF cookie that came
+with a login form goes with its submission, and the login's cookie with every request after it,
+on whichever worker leases them. A named session is read from the store again when this
+worker's copy is older than the lease (the session's change was saved before the request was
+queued, so a copy read after the lease has it), is kept past its use and age limits (a login
+must not expire under the crawl), and is made anew, empty, under the same name once a block or
 errors retired it.
 """
 
@@ -91,13 +94,16 @@ class Identities:
                     return SessionConfig.for_pool(pool)
         return DEFAULT_SESSION
 
-    async def pick(self, job: str, route: Route | None, name: str | None = None) -> Session:
+    async def pick(
+        self, job: str, route: Route | None, name: str | None = None, *, since: float = 0.0
+    ) -> Session:
         """A usable session for an attempt of ``job`` through ``route``; ``name``: the session
-        the request names (``meta["cookiejar"]``), made if there is none of that name."""
+        the request names (``meta["cookiejar"]``), made if there is none of that name, as the
+        store had it at ``since`` (when the request was leased) or later."""
         key = (job, session_key(route, self.routes))
         now = self.clock()
         keyed = self._keys.get(key)
-        stale = name is not None and name not in self._dirty.get(key, {})
+        stale = name is not None and keyed is not None and keyed.loaded_at < since
         if keyed is None or stale or now - keyed.loaded_at >= RELOAD_EVERY:
             keyed = await self._load(key, route, now)
         if name is not None:
