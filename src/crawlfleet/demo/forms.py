@@ -166,7 +166,7 @@ async def _login(request: web.Request) -> web.StreamResponse:
     if form.get("username") != USERNAME or form.get("password") != PASSWORD:
         return _forbidden("wrong user name or password")
     signed_in = {"sid": secrets.token_hex(8), "csrf": secrets.token_urlsafe(16), "user": USERNAME}
-    response = web.HTTPSeeOther("/account/orders")
+    response = web.Response(status=303, headers={"Location": "/account/orders"})
     _set_session(response, request.app[KEY], signed_in)
     return response
 
