@@ -85,7 +85,6 @@ class Identities:
         self.clock = clock
         self._keys: dict[tuple[str, str], _Keyed] = {}
         self._dirty: dict[tuple[str, str], dict[str, Session]] = {}
-        self._named: set[str] = set()  # sessions requests named (kept past uses and age)
 
     def _config(self, route: Route | None) -> SessionConfig:
         if route is not None and self.routes is not None:
@@ -107,11 +106,13 @@ class Identities:
         if keyed is None or stale or now - keyed.loaded_at >= RELOAD_EVERY:
             keyed = await self._load(key, route, now)
         if name is not None:
-            self._named.add(name)
             named = keyed.sessions.get(name)
-            if named is not None and not _spent(named, keyed.config):
-                return named
-            return self._fresh(key, keyed, route, now, name)
+            if named is None or named.retire_reason(now, keyed.config) is not None:
+                named = self._fresh(key, keyed, route, now, name)
+            if not named.named:
+                named = replace(named, named=True)
+                keyed.sessions[name] = self._dirty.setdefault(key, {})[name] = named
+            return named
         session = pick_session(list(keyed.sessions.values()), now, config=keyed.config)
         if session is not None:
             return session
@@ -184,17 +185,12 @@ class Identities:
             keyed = self._keys.get((job, key))
             config = keyed.config if keyed else DEFAULT_SESSION
             for s in sessions.values():
-                done = _spent(s, config) if s.id in self._named else not s.usable(now, config)
+                done = not s.usable(now, config)
                 by_job.setdefault(job, []).append((key, s.id, _dumps(s), done))
                 if done and keyed is not None:
                     keyed.sessions.pop(s.id, None)
         for job, rows in by_job.items():
             await self.store.save_sessions(job, rows)
-
-
-def _spent(session: Session, config: SessionConfig) -> bool:
-    """A named session's end: a block, or errors (never its uses or age)."""
-    return session.retired is not None or session.error_score >= config.max_error_score
 
 
 def _dumps(session: Session) -> str:
