@@ -1,15 +1,15 @@
 """HTML forms as a browser submits them: ``response.follow_form`` builds the ``Request``.
 
 In the manner of Scrapy's ``FormRequest.from_response``: the form is found by a CSS selector,
-an index, or its ``name``/``id``; its successful controls are sent as a browser sends them
-(hidden fields such as CSRF tokens and ``__VIEWSTATE`` carried over, the checked checkboxes and
-radio buttons, each ``<select>``'s selected options or its first one, textareas; disabled
-controls and file inputs left out); ``formdata`` overrides fields by name (``None`` removes one);
-the first submit button is clicked unless ``clickdata`` picks another (by attributes, or
-``{"nr": i}``) or ``dont_click=True``. The action is resolved against the page's base URL (the
-page itself when the form has none); ``GET`` puts the fields in the query string, ``POST`` in
-the body, URL-encoded in the page's encoding or ``multipart/form-data`` as the form's
-``enctype`` says.
+an index, its ``name``/``id`` or an XPath (``formxpath``); its successful controls are sent as
+a browser sends them (hidden fields such as CSRF tokens and ``__VIEWSTATE`` carried over, the
+checked checkboxes and radio buttons, each ``<select>``'s selected options or its first one,
+textareas; disabled controls and file inputs left out); ``formdata`` overrides fields by name
+(``None`` removes one); the first submit button is clicked unless ``clickdata`` picks another
+(by attributes, or ``{"nr": i}``) or ``dont_click=True``. The action is resolved against the
+page's base URL (the page itself when the form has none); ``GET`` puts the fields in the query
+string, ``POST`` in the body, URL-encoded in the page's encoding or ``multipart/form-data`` as
+the form's ``enctype`` says.
 
 The form is read from lxml's tree (parsel's): lxml knows forms as browsers do.
 """
@@ -52,10 +52,11 @@ def form_request(
     dont_click: bool = False,
     formname: str | None = None,
     formid: str | None = None,
+    formxpath: str | None = None,
     **request_kwargs: Any,
 ) -> Request:
     """The ``Request`` submitting a form of ``response`` (see the module docstring)."""
-    form = _find_form(response, selector_or_index, formname, formid)
+    form = _find_form(response, selector_or_index, formname, formid, formxpath)
     overrides = _overrides(formdata)
     pairs = [(k, v) for k, v in _values(form) if k not in overrides]
     if not dont_click:
@@ -79,11 +80,20 @@ def form_request(
 
 
 def _find_form(
-    response: Response, which: str | int | None, formname: str | None, formid: str | None
+    response: Response,
+    which: str | int | None,
+    formname: str | None,
+    formid: str | None,
+    formxpath: str | None,
 ) -> FormElement:
     root = response._document().parsel
     found: list[Any]
-    if formname is not None or formid is not None:
+    if formxpath is not None:
+        found = list(root.xpath(formxpath))
+        what = f"a form matching XPath {formxpath!r}"
+        if found and found[0].root.tag != "form":
+            found = list(found[0].xpath("ancestor-or-self::form"))
+    elif formname is not None or formid is not None:
         attr, value = ("name", formname) if formname is not None else ("id", formid)
         found = list(root.xpath(f"//form[@{attr}=$value]", value=value))
         what = f"a form with {attr}={value!r}"

@@ -291,17 +291,20 @@ class Response:
         dont_click: bool = False,
         formname: str | None = None,
         formid: str | None = None,
+        formxpath: str | None = None,
         **request_kwargs: Any,
     ) -> Request:
         """The ``Request`` that submits a form of this page, as Scrapy's
         ``FormRequest.from_response`` builds it (see :mod:`crawlfleet.forms`).
 
         The form: a CSS selector (of the form or of something in it), an index among the page's
-        forms, ``formname=`` or ``formid=``; the first form by default. Its fields (hidden ones
-        too: CSRF tokens, ``__VIEWSTATE``) as a browser sends them, with ``formdata`` over them
-        (``None`` removes a field); the first submit button clicked, or the one ``clickdata``
-        names (``{"name": "go"}``, ``{"nr": 1}``). ``FormError`` if there is no such form.
+        forms, ``formname=``, ``formid=`` or ``formxpath=``; the first form by default. Its
+        fields (hidden ones too: CSRF tokens, ``__VIEWSTATE``) as a browser sends them, with
+        ``formdata`` over them (``None`` removes a field); the first submit button clicked, or
+        the one ``clickdata`` names (``{"name": "go"}``, ``{"nr": 1}``). ``FormError`` if there
+        is no such form.
         """
+
         from crawlfleet.forms import form_request
 
         return form_request(
@@ -313,6 +316,7 @@ class Response:
             dont_click=dont_click,
             formname=formname,
             formid=formid,
+            formxpath=formxpath,
             **request_kwargs,
         )
 

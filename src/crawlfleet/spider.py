@@ -198,6 +198,12 @@ class Spider:
       an equivalent (``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS``...; others are refused).
     * Arguments (``crawl -a name=value``) are passed to ``__init__`` as keyword arguments, and
       the default ``__init__`` makes them attributes, as in Scrapy.
+    * ``process_record(record)``: every record passes here before validation and storage;
+      return it (changed, or another one), or ``None`` to drop it.
+    * Sessions (cookies): a form a page submits names the session that fetched the page once it
+      holds cookies, and a named session's pages name it in their requests
+      (``meta["cookiejar"]``, as in Scrapy): a login's cookie reaches every request after it,
+      on every worker (see ``crawlfleet.routes.identities``).
     * ``skip_duplicate_content``: do not parse a page whose body this worker already parsed under
       another URL. Off by default, and right only when a page's records and links do not depend on
       its URL (relative links, ``response.url``, records keyed by page): every fetched page is

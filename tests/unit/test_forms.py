@@ -67,6 +67,7 @@ CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
     ({"selector_or_index": 1}, {"formnumber": 1}),
     ({"selector_or_index": "form#login"}, {"formcss": "form#login"}),
     ({"selector_or_index": 0}, {"formnumber": 0}),
+    ({"formxpath": "//input[@name='user']"}, {"formxpath": "//input[@name='user']"}),
     (
         {"formid": "login", "formdata": {"user": "ann", "password": "s3cret", "remember": None}},
         {"formid": "login", "formdata": {"user": "ann", "password": "s3cret", "remember": None}},
