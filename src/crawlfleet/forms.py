@@ -90,16 +90,16 @@ def _find_form(
     found: list[Any]
     if formxpath is not None:
         found = list(root.xpath(formxpath))
-        what = f"a form matching XPath {formxpath!r}"
+        what = f"form matching XPath {formxpath!r}"
         if found and found[0].root.tag != "form":
             found = list(found[0].xpath("ancestor-or-self::form"))
     elif formname is not None or formid is not None:
         attr, value = ("name", formname) if formname is not None else ("id", formid)
         found = list(root.xpath(f"//form[@{attr}=$value]", value=value))
-        what = f"a form with {attr}={value!r}"
+        what = f"form with {attr}={value!r}"
     elif isinstance(which, str):
         found = list(root.css(which))
-        what = f"a form matching {which!r}"
+        what = f"form matching {which!r}"
         if found and found[0].root.tag != "form":  # a selector inside a form: its form
             found = list(found[0].xpath("ancestor-or-self::form"))
     else:

@@ -159,11 +159,12 @@ def test_follow_form__image_button_sends_coordinates_and_disabled_controls_are_l
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"formid": "nope"}, "no a form with id='nope'"),
-        ({"formname": "nope"}, "no a form with name='nope'"),
+        ({"formid": "nope"}, "no form with id='nope' on http"),
+        ({"formname": "nope"}, "no form with name='nope'"),
         ({"selector_or_index": 7}, "no form #7 (the page has 3)"),
-        ({"selector_or_index": "form.missing"}, "no a form matching 'form.missing'"),
-        ({"selector_or_index": "p"}, "no a form matching 'p'"),
+        ({"selector_or_index": "form.missing"}, "no form matching 'form.missing'"),
+        ({"selector_or_index": "p"}, "no form matching 'p'"),
+        ({"formxpath": "//p"}, "no form matching XPath '//p'"),
         ({"formid": "login", "clickdata": {"name": "nope"}}, "no submit button with"),
         ({"formid": "login", "clickdata": {"nr": 9}}, "no submit button #9"),
     ],
