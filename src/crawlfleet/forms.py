@@ -65,7 +65,8 @@ def form_request(
     pairs.extend((k, v) for k, values in overrides.items() for v in values)
     action = (form.get("action") or "").strip()
     url = urljoin(response.base_url, action) if action else response.url
-    method = (form.get("method") or "GET").strip().upper()
+    # a method= of the caller's wins over the form's, as in Scrapy
+    method = (request_kwargs.pop("method", None) or form.get("method") or "GET").strip().upper()
     if method != "POST":
         query = urlencode(pairs, encoding=response.encoding, errors="xmlcharrefreplace")
         return Request(with_query(url, query), callback, method="GET", **request_kwargs)

@@ -133,6 +133,13 @@ def test_follow_form__get_replaces_the_query_and_action_resolves_against_the_pag
     assert ours(based).url == "http://cdn.test/x/f"
 
 
+def test_follow_form__the_callers_method_and_request_options_win() -> None:
+    got = ours(LOGIN, "#search", method="POST", priority=3, meta={"k": 1}, headers={"X-A": "1"})
+    assert (got.method, got.url, got.body) == ("POST", "http://shop.test/search", b"q=tea")
+    assert (got.priority, got.meta) == (3, {"k": 1})
+    assert got.headers == {"Content-Type": "application/x-www-form-urlencoded", "X-A": "1"}
+
+
 def test_follow_form__a_selector_inside_a_form_picks_that_form() -> None:
     assert ours(LOGIN, "input[name=user]").url == "http://shop.test/login"
 
