@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from crawlfleet.data.warc import Capture, WarcRef
+from crawlfleet.data.warc import Capture, WarcRef, mask_form_secrets
 from crawlfleet.errors import FetchError, ParseError, ProxyError
 from crawlfleet.events import AttemptEvent, EventBus
 from crawlfleet.extract import PageOutput, Provenance
@@ -255,7 +255,7 @@ class Pipeline:
             body=result.body,
             fetched_at=self.clock(),
             ip=result.remote_ip,
-            request_body=a.lease.body,
+            request_body=_archived_body(a.lease),
             revisit_of=a.earlier,
             payload_sha1=a.digest,
         )
@@ -531,6 +531,14 @@ def slot_start(slot: float, last: tuple[float, float] | None, now: float) -> flo
     if last is not None and slot > last[0]:
         start = max(start, last[1] + (slot - last[0]) * SLOT_CATCH_UP)
     return start
+
+
+def _archived_body(lease: Lease) -> bytes | None:
+    """The request body as archived: a form's password masked. The request's own Content-Type
+    says whether it is a form (the final hop of a redirected POST sent none)."""
+    if not lease.body:
+        return lease.body
+    return mask_form_secrets(lease.body, list((lease.headers or {}).items()))
 
 
 def _plain_reason(result: FetchResult) -> str:

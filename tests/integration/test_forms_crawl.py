@@ -132,6 +132,19 @@ def test_login__every_order_on_sqlite(tmp_path: Path) -> None:
     order_requests = [r for r in records if r[0] == "request" and "/account/orders/" in r[1]]
     assert len(order_requests) == len(got)
     assert {r[3] for r in order_requests} == {"[secure]"}, "the cookie went, masked in the WARC"
+    [login] = posted(tmp_path)
+    assert b"username=demo&password=[secure]" in login and b"demo-password" not in login
+
+
+def posted(cwd: Path) -> list[bytes]:
+    """The bodies of the POST request records in the crawl's WARC files."""
+    bodies = []
+    for path in sorted((cwd / ".crawlfleet" / "warc").glob("*.warc.gz")):
+        with path.open("rb") as fh:
+            for record in ArchiveIterator(fh):
+                if record.rec_type == "request" and record.http_headers.protocol == "POST":
+                    bodies.append(record.content_stream().read())
+    return bodies
 
 
 def test_login__two_workers_on_postgresql_share_the_cookie(tmp_path: Path, pg_queue: str) -> None:
