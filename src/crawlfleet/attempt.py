@@ -18,11 +18,11 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from crawlfleet.data.warc import Capture, WarcRef
+from crawlfleet.data.warc import Capture, WarcRef, mask_form_secrets
 from crawlfleet.errors import FetchError, OutOfScope, ParseError, ProxyError
 from crawlfleet.events import AttemptEvent, EventBus
 from crawlfleet.extract import PageOutput, Provenance
@@ -59,6 +59,8 @@ _SLOTS_MAX = 10_000
 #: blocks through a proxy route that a request may meet without using up an attempt (the route
 #: or its session was at fault, not the request; counted per worker, so bounded)
 FREE_BLOCKS = 3
+#: most bytes of a plain-text error answer quoted in its failure
+_PLAIN_REASON_MAX = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +145,13 @@ class Pipeline:
         outcome = verdicts.get(a.outcome, "neutral") if a.outcome else "neutral"
         url = a.result.url if a.result is not None else a.lease.url
         self.identities.after(
-            a.job.name, a.route, a.session, url=url, set_cookies=cookies, outcome=outcome
+            a.job.name,
+            a.route,
+            a.session,
+            url=url,
+            set_cookies=cookies,
+            outcome=outcome,
+            hop_cookies=a.result.hop_cookies if a.result is not None else (),
         )
 
     async def _steps(self, a: Attempt) -> Verdict:
@@ -220,13 +228,15 @@ class Pipeline:
                 )
         a.fetcher = a.job.fetchers.for_request(lease.fetcher)
         if self.identities is not None:
-            a.session = await self.identities.pick(a.job.name, a.route)
+            a.session = await self.identities.pick(
+                a.job.name, a.route, _named(lease), since=lease.start_at
+            )
         authorization = a.job.runtime.authorization.get(origin_of(lease.url))
         request = FetchRequest(
             lease.url,
             method=lease.method,
             body=lease.body,
-            headers={"Authorization": authorization} if authorization else None,
+            headers=_with_authorization(lease.headers, authorization),
             check_hop=self._hop_check(a),
         )
         if a.fetcher.kind == "browser":
@@ -278,7 +288,7 @@ class Pipeline:
             body=result.body,
             fetched_at=self.clock(),
             ip=result.remote_ip,
-            request_body=a.lease.body,
+            request_body=_archived_body(a.lease),
             revisit_of=a.earlier,
             payload_sha1=a.digest,
         )
@@ -326,7 +336,10 @@ class Pipeline:
             return self._fail(a, found.outcome, f"HTTP {result.status} (empty page)", dead=dead)
         retry_after = parse_retry_after(result.header_map.get("retry-after"), self.clock())
         blocked = " (block page)" if found.outcome is Outcome.BLOCKED else ""
-        return self._fail(a, found.outcome, f"HTTP {result.status}{blocked}", retry=retry_after)
+        said = _plain_reason(result) if found.outcome is Outcome.PERMANENT_ERROR else ""
+        return self._fail(
+            a, found.outcome, f"HTTP {result.status}{blocked}{said}", retry=retry_after
+        )
 
     def _mark_block(self, a: Attempt) -> None:
         """The archived response was a block page: a metadata record says so (and why), so
@@ -366,6 +379,8 @@ class Pipeline:
                 depth=a.lease.depth,
                 fetched_at=self.clock(),
                 warc=warc,
+                cookiejar=_named(a.lease),
+                form_cookiejar=_form_cookiejar(a),
             )
         except ParseError as exc:
             return self._fail(
@@ -582,6 +597,53 @@ def slot_start(slot: float, last: tuple[float, float] | None, now: float) -> flo
     if last is not None and slot > last[0]:
         start = max(start, last[1] + (slot - last[0]) * SLOT_CATCH_UP)
     return start
+
+
+def _archived_body(lease: Lease) -> bytes | None:
+    """The request body as archived: a form's password masked. The request's own Content-Type
+    says whether it is a form (the final hop of a redirected POST sent none)."""
+    if not lease.body:
+        return lease.body
+    return mask_form_secrets(lease.body, list((lease.headers or {}).items()))
+
+
+def _with_authorization(
+    headers: Mapping[str, str] | None, authorization: str | None
+) -> Mapping[str, str] | None:
+    """The request's own headers, with the Basic credentials of its origin (split off its start
+    URL at intake) unless the request sets ``Authorization`` itself."""
+    if not authorization:
+        return headers
+    if headers and any(name.lower() == "authorization" for name in headers):
+        return headers
+    return {**(headers or {}), "Authorization": authorization}
+
+
+def _plain_reason(result: FetchResult) -> str:
+    """A short plain-text answer's first line (``": CSRF token missing"``): what a 4xx said
+    about the request is worth keeping with its dead letter."""
+    content_type = (result.header("content-type") or "").lower()
+    if not content_type.startswith("text/plain") or len(result.body) > _PLAIN_REASON_MAX:
+        return ""
+    line = result.body.decode("utf-8", "replace").strip().split("\n", 1)[0].strip()
+    return f": {line}" if line else ""
+
+
+def _named(lease: Lease) -> str | None:
+    """The session a request names (``meta["cookiejar"]``), if any."""
+    name = lease.meta.get("cookiejar")
+    return None if name is None else str(name)
+
+
+def _form_cookiejar(a: Attempt) -> str | None:
+    """The session a form the page submits names: the one that fetched the page, once it holds
+    cookies (a CSRF token is tied to the cookie that came with the form; a login's answer sets
+    the cookie its follow-ups need)."""
+    if a.session is None:
+        return None
+    result = a.result
+    got = result is not None and (result.hop_cookies or "set-cookie" in result.header_map)
+    return a.session.id if a.session.cookies or got else None
 
 
 def _browser_request(request: FetchRequest, a: Attempt) -> FetchRequest:

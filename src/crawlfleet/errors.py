@@ -6,6 +6,7 @@
     ├── UsageError                 bad input from the user: one line, exit code 2, no traceback
     │   ├── SpiderLoadError        spider file missing, unreadable, or without a Spider class
     │   └── ConfigError            crawlfleet.toml / flags / environment are inconsistent
+    ├── FormError                  follow_form found no such form or submit button (a ValueError)
     ├── StoreError                 the queue store misbehaved
     │   └── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
     └── FetchError                 one fetch did not produce a usable response
@@ -45,6 +46,10 @@ class SpiderLoadError(UsageError):
 
 class ConfigError(UsageError):
     """Configuration is invalid or inconsistent."""
+
+
+class FormError(CrawlfleetError, ValueError):
+    """``response.follow_form`` found no form (or no submit button) matching what it was asked."""
 
 
 class StoreError(CrawlfleetError):

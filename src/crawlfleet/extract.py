@@ -56,6 +56,7 @@ class PageOutput:
     robots_dropped: int = 0
     #: new links past the page's ``max_links_per_page``: dropped, not queued
     links_dropped: int = 0
+    dropped: int = 0  # records the spider's process_record dropped
     #: what the spider got out of the page: items it yielded, and links it found (known or not)
     found: int = 0
 
@@ -191,8 +192,17 @@ class JobRuntime:
         return out
 
     def _new(
-        self, req: Request, canon: str, fp: bytes, depth: int, trap: str | None = None
+        self,
+        req: Request,
+        canon: str,
+        fp: bytes,
+        depth: int,
+        trap: str | None = None,
+        cookiejar: str | None = None,
     ) -> NewRequest:
+        meta = req.meta or None
+        if cookiejar is not None and (meta is None or "cookiejar" not in meta):
+            meta = {**(meta or {}), "cookiejar": cookiejar}
         return NewRequest(
             url=canon,
             fingerprint=fp,
@@ -200,16 +210,22 @@ class JobRuntime:
             priority=req.priority,
             depth=depth,
             callback=req.callback_name,
-            meta=req.meta or None,
+            meta=meta,
             method=req.method,
             body=req.body,
             fetcher=req.fetcher or self._fetcher_for(canon, fp),
             max_attempts=req.max_attempts,
             trap=trap,
+            headers=req.headers,
         )
 
     def link(
-        self, req: Request, depth: int, out: PageOutput, robots: RobotsVerdict | None = None
+        self,
+        req: Request,
+        depth: int,
+        out: PageOutput,
+        robots: RobotsVerdict | None = None,
+        cookiejar: str | None = None,
     ) -> None:
         """Queue ``req`` in ``out`` if it is in scope and new to this worker (a trap is queued
         marked as one: the store keeps it as ``dead(trap)``); past the page's
@@ -243,12 +259,12 @@ class JobRuntime:
         trap = check_url(canon, depth, self.traps)
         if trap is not None:
             out.traps += 1
-            out.discovered.append(self._new(req, canon, fp, depth, trap))
+            out.discovered.append(self._new(req, canon, fp, depth, trap, cookiejar))
             return
         if robots is not None and robots.cached_verdict(canon) is False:
             out.robots_dropped += 1  # known disallowed: never worth a queue row
             return
-        out.discovered.append(self._new(req, canon, fp, depth))
+        out.discovered.append(self._new(req, canon, fp, depth, cookiejar=cookiejar))
 
     def _fetcher_for(self, url: str, fp: bytes) -> str:
         """The fetcher of a new request with none of its own: the spider's; for ``auto``, the
@@ -293,8 +309,14 @@ class JobRuntime:
         depth: int,
         fetched_at: float,
         warc: Provenance,
+        cookiejar: str | None = None,
+        form_cookiejar: str | None = None,
     ) -> PageOutput:
-        """Run the callback on ``response``; raises ParseError if the spider code fails."""
+        """Run the callback on ``response``; raises ParseError if the spider code fails.
+
+        The session the page's requests name (``meta["cookiejar"]``) unless they name one:
+        ``cookiejar`` (the page's own request named it), else ``form_cookiejar`` for its
+        non-GET requests (the forms it submits)."""
         out = PageOutput()
         method = getattr(self.spider, callback or "parse", None)
         if method is None:
@@ -304,7 +326,8 @@ class JobRuntime:
             for obj in _iterate(method(response)):
                 out.found += obj is not None
                 if isinstance(obj, Request):
-                    self.link(obj, depth + 1, out, robots)
+                    jar = cookiejar or (form_cookiejar if obj.method != "GET" else None)
+                    self.link(obj, depth + 1, out, robots, jar)
                 elif obj is not None:
                     self._record(obj, page_url, position, fetched_at, warc, out)
                     position += 1
@@ -342,6 +365,10 @@ class JobRuntime:
         warc: Provenance,
         out: PageOutput,
     ) -> None:
+        obj = self.spider.process_record(obj)
+        if obj is None:
+            out.dropped += 1
+            return
         checked = self.validator.check(obj, page_url=page_url, position=position)
         if isinstance(checked, Invalid):
             self._quarantine(checked, page_url, fetched_at, warc, out)

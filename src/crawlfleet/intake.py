@@ -84,6 +84,7 @@ def seed_requests(
                 body=req.body,
                 fetcher=req.fetcher or fetcher,
                 max_attempts=req.max_attempts,
+                headers=req.headers,
             )
         )
     return out

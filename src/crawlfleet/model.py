@@ -166,10 +166,11 @@ class NewRequest:
     callback: str | None = None
     meta: Mapping[str, Any] | None = None
     method: str = "GET"
-    body: bytes | None = None
+    body: bytes | None = field(default=None, repr=False)  # a form's fields: a password, say
     fetcher: str | None = None
     max_attempts: int | None = None  # None: the job's default
     trap: str | None = None  # why the finder judged it a trap: stored as dead(trap), never fetched
+    headers: Mapping[str, str] | None = field(default=None, repr=False)  # may hold secrets
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +186,7 @@ class Lease:
     callback: str | None
     meta: Mapping[str, Any]
     method: str
-    body: bytes | None
+    body: bytes | None = field(repr=False)  # a form's fields: a password, say
     fetcher: str | None
     attempts: int
     max_attempts: int
@@ -193,6 +194,7 @@ class Lease:
     expires_at: float
     start_at: float
     route: str = "direct"  # the route the request leaves by (its lane is (domain, route))
+    headers: Mapping[str, str] | None = field(default=None, repr=False)  # may hold secrets
 
     @property
     def lane(self) -> tuple[str, str]:

@@ -36,7 +36,7 @@ from w3lib.encoding import (
 )
 
 from crawlfleet.selectors import Document, Selector, SelectorList, css, select, wrap_parsel
-from crawlfleet.spider import Callback, Request
+from crawlfleet.spider import Callback, FormData, Request
 
 __all__ = ["Headers", "Response", "Selector", "SelectorList", "detect_encoding"]
 
@@ -287,6 +287,45 @@ class Response:
             raise ValueError(f"no URL in {url!r}")
         request_kwargs.setdefault("base", self.base_url)
         return Request(href, callback, **request_kwargs)
+
+    def follow_form(
+        self,
+        selector_or_index: str | int | None = None,
+        *,
+        formdata: FormData | None = None,
+        callback: Callback | None = None,
+        clickdata: Mapping[str, Any] | None = None,
+        dont_click: bool = False,
+        formname: str | None = None,
+        formid: str | None = None,
+        formxpath: str | None = None,
+        **request_kwargs: Any,
+    ) -> Request:
+        """The ``Request`` that submits a form of this page, as Scrapy's
+        ``FormRequest.from_response`` builds it (see :mod:`crawlfleet.forms`).
+
+        The form: a CSS selector (of the form or of something in it), an index among the page's
+        forms, ``formname=``, ``formid=`` or ``formxpath=``; the first form by default. Its
+        fields (hidden ones too: CSRF tokens, ``__VIEWSTATE``) as a browser sends them, with
+        ``formdata`` over them (``None`` removes a field); the first submit button clicked, or
+        the one ``clickdata`` names (``{"name": "go"}``, ``{"nr": 1}``). ``FormError`` if there
+        is no such form.
+        """
+
+        from crawlfleet.forms import form_request
+
+        return form_request(
+            self,
+            selector_or_index,
+            formdata=formdata,
+            callback=callback,
+            clickdata=clickdata,
+            dont_click=dont_click,
+            formname=formname,
+            formid=formid,
+            formxpath=formxpath,
+            **request_kwargs,
+        )
 
     def follow_all(
         self,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 from pydantic import BaseModel
 
@@ -27,6 +27,41 @@ if TYPE_CHECKING:
 FETCHERS = ("http", "browser", "auto")
 
 Callback = Callable[..., Any] | str
+#: a form's fields: a mapping (a list value repeats the field) or ``(name, value)`` pairs
+FormData = Mapping[str, "str | Iterable[str]"] | Iterable[tuple[str, str]]
+FORM_URLENCODED = "application/x-www-form-urlencoded"
+
+
+def form_pairs(form: FormData) -> list[tuple[str, str]]:
+    """``form`` as ``(name, value)`` pairs in order (a list value gives one pair per item)."""
+    items: Iterable[Any] = form.items() if isinstance(form, Mapping) else form
+    pairs: list[tuple[str, str]] = []
+    for name, value in items:
+        if isinstance(value, str) or not isinstance(value, Iterable):
+            pairs.append((str(name), str(value)))
+        else:
+            pairs.extend((str(name), str(v)) for v in value)
+    return pairs
+
+
+#: headers the fetcher owns (framing, the target, the proxy's credentials): never a request's
+_FETCHER_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "proxy-authorization"}
+)
+
+
+def _own_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    own = {str(k): str(v) for k, v in headers.items()}
+    for name in own:
+        if name.lower() in _FETCHER_HEADERS:
+            raise ValueError(f"header {name!r} is the fetcher's to set, not a request's")
+    return own
+
+
+def with_query(url: str, query: str) -> str:
+    """``url`` with its query replaced by ``query`` (as a browser submits a GET form)."""
+    head = url.split("#", 1)[0].split("?", 1)[0]
+    return f"{head}?{query}" if query else head
 
 
 class Request:
@@ -34,6 +69,12 @@ class Request:
 
     ``url`` may be relative when ``base`` is given; it is joined lazily, so the links a page
     yields cost nothing until the worker needs them (and the worker caches joins it has seen).
+
+    ``headers`` are sent with the request (stored with it, so any worker sends them; the
+    session's cookies and user agent fill in what they do not name, and the address guard and
+    redirect rules apply as to any request). ``form`` is a form's fields: a URL-encoded ``POST``
+    body (``method="GET"``: the query string instead), ``Content-Type`` set. ``repr`` shows no
+    header; ``Authorization`` and ``Cookie`` are masked wherever headers are printed or archived.
     """
 
     __slots__ = (
@@ -43,6 +84,7 @@ class Request:
         "body",
         "callback",
         "fetcher",
+        "headers",
         "max_attempts",
         "meta",
         "method",
@@ -57,13 +99,27 @@ class Request:
         priority: int = 0,
         meta: Mapping[str, Any] | None = None,
         fetcher: str | None = None,
-        method: str = "GET",
+        method: str | None = None,
         body: bytes | None = None,
         max_attempts: int | None = None,
         base: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        form: FormData | None = None,
     ) -> None:
         if fetcher is not None and fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {FETCHERS}, not {fetcher!r}")
+        self.headers = _own_headers(headers) if headers else None
+        if form is not None:
+            if body is not None:
+                raise ValueError("Request takes form= or body=, not both")
+            method = method or "POST"
+            encoded = urlencode(form_pairs(form))
+            if method.upper() == "GET":
+                url = with_query(url, encoded)
+            else:
+                body = encoded.encode("ascii")
+                if not any(k.lower() == "content-type" for k in self.headers or ()):
+                    self.headers = {**(self.headers or {}), "Content-Type": FORM_URLENCODED}
         self._href = url
         self._base = base
         self._url: str | None = None if base else url
@@ -71,7 +127,7 @@ class Request:
         self.priority = priority
         self.meta = dict(meta) if meta else {}
         self.fetcher = fetcher
-        self.method = method.upper()
+        self.method = (method or "GET").upper()
         self.body = body
         self.max_attempts = max_attempts
 
@@ -90,6 +146,7 @@ class Request:
         self.method = "GET"
         self.body = None
         self.max_attempts = None
+        self.headers = None
         return self
 
     @property
@@ -142,6 +199,12 @@ class Spider:
       an equivalent (``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS``...; others are refused).
     * Arguments (``crawl -a name=value``) are passed to ``__init__`` as keyword arguments, and
       the default ``__init__`` makes them attributes, as in Scrapy.
+    * ``process_record(record)``: every record passes here before validation and storage;
+      return it (changed, or another one), or ``None`` to drop it.
+    * Sessions (cookies): a form a page submits names the session that fetched the page once it
+      holds cookies, and a named session's pages name it in their requests
+      (``meta["cookiejar"]``, as in Scrapy): a login's cookie reaches every request after it,
+      on every worker (see ``crawlfleet.routes.identities``).
     * ``skip_duplicate_content``: do not parse a page whose body this worker already parsed under
       another URL. Off by default, and right only when a page's records and links do not depend on
       its URL (relative links, ``response.url``, records keyed by page): every fetched page is
@@ -191,6 +254,12 @@ class Spider:
         """Browser pages: act on the Playwright ``page`` once it is ready and before its DOM is
         read (scroll, click, wait). Does nothing by default."""
         return
+
+    def process_record(self, record: Any) -> Any:
+        """Every record the spider yields goes through here before validation and storage:
+        return it (changed, or another one) to keep it, ``None`` to drop it. An exception is a
+        parse error of the page, as one in ``parse`` is."""
+        return record
 
     def is_blocked(self, response: Response) -> bool | None:
         """Return True if ``response`` is a block page the generic tests miss (None: no opinion)."""

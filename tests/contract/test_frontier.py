@@ -354,3 +354,31 @@ async def test_lease__active_workers_share_a_domains_slots(frontier: Frontier) -
     await frontier.complete([Completion(x.ref, 200) for x in first[:5]])
     assert await frontier.lease("A", 10, TTL) == [], "A already holds its half"
     assert len(await frontier.lease("B", 10, TTL)) == 5
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.5], ids=["unpaced", "paced"])
+async def test_lease__a_request_comes_back_with_its_method_body_and_headers(
+    frontier: Frontier, delay: float
+) -> None:
+    await job(frontier, limits=DomainLimits(100, delay))
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept-Encoding": "gzip"}
+    canon = canonicalize("http://a.test/login")
+    form = NewRequest(
+        canon,
+        fingerprint(canon, "POST", b"user=ann&csrf=t0k3n"),
+        "a.test",
+        method="POST",
+        body=b"user=ann&csrf=t0k3n",
+        headers=headers,
+        meta={"cookiejar": "s1"},
+    )
+    assert await frontier.enqueue("j", [form, req("http://a.test/plain")]) == 2
+    leases = await frontier.lease("A", 10, TTL)  # paced: the second one a slot later
+    assert len(leases) == 2
+    by_url = {lease.url: lease for lease in leases}
+    login = by_url[canon]
+    assert (login.method, login.body, login.headers) == ("POST", b"user=ann&csrf=t0k3n", headers)
+    assert login.meta == {"cookiejar": "s1"}
+    assert "ann" not in repr(login) and "gzip" not in repr(login)
+    plain = by_url[canonicalize("http://a.test/plain")]
+    assert (plain.method, plain.body, plain.headers) == ("GET", None, None)

@@ -50,3 +50,43 @@ async def test_sessions__a_login_cookie_serves_another_worker_and_a_block_retire
         assert fresh.cookies == ()
     finally:
         await other_store.close()
+
+
+async def test_sessions__a_named_session_is_read_afresh_for_a_later_lease_and_outlives_its_uses(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    other_store = await _second_view(frontier, clock)
+    try:
+        two = Identities(other_store, user_agent="ua-2", routes=ROUTES, clock=clock)
+        early = await two.pick("j", None)  # the second worker reads the key before the login
+        one = Identities(frontier, user_agent="ua-1", routes=ROUTES, clock=clock)
+        login = await one.pick("j", None, "jar-1")
+        assert (login.id, login.named, login.cookies) == ("jar-1", True, ())
+        cookie = "auth=signed-in; Path=/; HttpOnly"
+        one.after("j", None, login, url="http://a.test/login", set_cookies=[cookie], outcome="ok")
+        await one.flush()
+        clock.advance(1)  # within the reload interval: only the lease's time makes it read again
+        leased_at = clock()
+        same = await two.pick("j", None, "jar-1", since=leased_at)
+        assert same.id == "jar-1" and same.id != early.id
+        assert same.cookie_header("http://a.test/account/orders", clock()) == "auth=signed-in"
+
+        for _ in range(60):  # past max_uses (50): a named session is not retired for it
+            same = two.after("j", None, same, url="http://a.test/x", set_cookies=[], outcome="ok")
+        await two.flush()
+        clock.advance(10)
+        again = await one.pick("j", None, "jar-1", since=clock())
+        assert (
+            again.uses >= 60 and again.cookie_header("http://a.test/", clock()) == "auth=signed-in"
+        )
+
+        one.after("j", None, again, url="http://a.test/y", set_cookies=[], outcome="blocked")
+        await one.flush()
+        clock.advance(10)
+        fresh = await two.pick("j", None, "jar-1", since=clock())
+        assert (fresh.id, fresh.cookies, fresh.uses) == ("jar-1", (), 0), (
+            "a blocked named session starts again, empty, under its name"
+        )
+    finally:
+        await other_store.close()

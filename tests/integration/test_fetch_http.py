@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -19,6 +20,10 @@ from crawlfleet.errors import (
     UnsupportedScheme,
 )
 from crawlfleet.fetch import FetchSettings, HttpClient
+from crawlfleet.fetch.base import FetchRequest
+from crawlfleet.fetch.http import HttpFetcher
+from crawlfleet.routes.pools import DIRECT, Route
+from crawlfleet.routes.sessions import Session
 
 __all__ = ["hostile_site"]  # the imported fixture is used by name
 
@@ -345,3 +350,28 @@ async def test_proxy_on_loopback_is_allowed(hostile_site: HostileSite) -> None:
         result = await fetcher.fetch("http://shop.example/echo", proxy=hostile_site.base_url)
     assert json.loads(result.body)["method"] == "GET"
     assert hostile_site.hits["/echo"] == 1
+
+
+async def test_http_fetcher__request_headers_win_session_cookies_go_and_a_redirects_cookie_too(
+    hostile_site: HostileSite, fetcher: HttpClient
+) -> None:
+    now = time.time()
+    session = Session.new("s1", Route(DIRECT, DIRECT), now, user_agent="ua-session")
+    session = session.with_cookies(["csrf=t0k3n; Path=/"], hostile_site.url("/login"), now)
+    url = hostile_site.url("/login-redirect?to=/echo")
+    request = FetchRequest(
+        url,
+        method="POST",
+        body=b"user=ann",
+        headers={"Accept-Encoding": "gzip", "X-Form": "yes", "User-Agent": "ua-request"},
+    )
+    result = await HttpFetcher(fetcher).fetch(request, session=session)
+    data = json.loads(result.body)
+    headers = {k.lower(): v for k, v in data["headers"]}
+    assert data["method"] == "GET", "a 303 after the POST"
+    assert headers["accept-encoding"] == "gzip", "exactly what the request asked"
+    assert (headers["x-form"], headers["user-agent"]) == ("yes", "ua-request")
+    assert headers["cookie"] == "csrf=t0k3n; login=ok", "the redirect's cookie on the next hop"
+    assert result.hop_cookies == [(url, "login=ok; Path=/")]
+    sent = dict(result.request_headers)
+    assert sent["Cookie"] == "csrf=t0k3n; login=ok"

@@ -180,6 +180,13 @@ async def redirect_to(request: web.Request) -> web.StreamResponse:
     return web.Response(status=status, headers={"Location": request.query["url"]})
 
 
+async def login_redirect(request: web.Request) -> web.StreamResponse:
+    """``/login-redirect?to=U``: a login's answer, a 303 to ``U`` that sets a cookie."""
+    response = web.Response(status=303, headers={"Location": request.query["to"]})
+    response.set_cookie("login", "ok", path="/")
+    return response
+
+
 async def echo(request: web.Request) -> web.StreamResponse:
     """The request as JSON: method, headers (as pairs), body."""
     body = await request.read()
@@ -376,6 +383,7 @@ def make_app(site: HostileSite) -> web.Application:
     app.router.add_get("/loop/{side}", redirect_loop)
     app.router.add_route("*", "/redirect-to", redirect_to)
     app.router.add_route("*", "/echo", echo)
+    app.router.add_route("*", "/login-redirect", login_redirect)
     app.router.add_get("/trickle", trickle)
     app.router.add_get("/cut", cut)
     app.router.add_get("/broken-chunked", broken_chunked)

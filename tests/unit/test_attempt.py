@@ -66,6 +66,9 @@ def handler(request: FetchRequest) -> FetchResult:
         return page(request.url, 200, CAPTCHA)
     if path == "/slow":
         raise FetchTimeout("timed out after 30s")
+    if path == "/forbidden":
+        said = b"403 Forbidden: CSRF token missing or wrong\nmore detail"
+        return page(request.url, 403, said, [("Content-Type", "text/plain; charset=utf-8")])
     return page(request.url, 200, PRODUCT)
 
 
@@ -383,3 +386,28 @@ def test_slot_start__late_slots_keep_most_of_their_spacing_and_the_lag_shrinks()
     assert slot_start(105.0, (104.975, 104.975), 104.0) == 105.0
     # an earlier slot than the last one (leases overtaking): only now bounds it
     assert slot_start(100.0, (101.0, 101.5), 102.0) == 102.0
+
+
+class Pipelined(Shop):
+    def parse(self, response: Any) -> Iterator[Any]:
+        yield {"sku": "drop-me"}
+        yield from super().parse(response)
+
+    def process_record(self, record: Any) -> Any:
+        if record["sku"] == "drop-me":
+            return None
+        return {**record, "sku": record["sku"].lower(), "seen": True}
+
+
+async def test_process_record__transforms_or_drops_a_record_before_validation(h: Harness) -> None:
+    h.job.runtime = JobRuntime(h.job.runtime.job, Pipelined)
+    verdict = await h.run("/p/1")
+    assert isinstance(verdict, Completion)
+    assert [r.data for r in verdict.records] == [{"sku": "s-1", "seen": True}]
+    assert len(verdict.discovered) == 2
+
+
+async def test_plain_text_4xx__its_first_line_goes_with_the_failure(h: Harness) -> None:
+    verdict = await h.run("/forbidden")
+    assert isinstance(verdict, Failure)
+    assert verdict.error == "HTTP 403: 403 Forbidden: CSRF token missing or wrong"

@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawlfleet.data.warc import REVISIT_PROFILE, Capture, WarcRef, WarcWriter, recover
+from crawlfleet.data.warc import (
+    REVISIT_PROFILE,
+    Capture,
+    WarcRef,
+    WarcWriter,
+    mask_form_secrets,
+    recover,
+)
 
 SECRETS = ("Bearer-tok3n-XYZ", "proxy-pw-5678", "sid=cookie-secret-42", "url-passw0rd")
 FETCHED_AT = 1_714_564_800.123456
@@ -321,3 +328,29 @@ def test_payload_digest_given_by_the_caller_is_the_one_written(tmp_path: Path) -
     (response,) = (r for r in all_records(tmp_path) if r["type"] == "response")
     assert response["digests_ok"] is not False  # warcio checked it against the body
     assert response["body"] == body
+
+
+FORM = [("Content-Type", "application/x-www-form-urlencoded")]
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "masked"),
+    [
+        (b"user=ann&password=s3cret&csrf=t0k", FORM, b"user=ann&password=[secure]&csrf=t0k"),
+        (
+            b"ctl00%24Main%24txtPassword=x&a=%C3%A9",
+            FORM,
+            b"ctl00%24Main%24txtPassword=[secure]&a=%C3%A9",
+        ),
+        (
+            b"pwd=1&client_secret=2&passwd=3",
+            FORM,
+            b"pwd=[secure]&client_secret=[secure]&passwd=[secure]",
+        ),
+        (b"user=ann&remember", FORM, b"user=ann&remember"),
+        (b"password=s3cret", [("Content-Type", "application/json")], b"password=s3cret"),
+        (b"", FORM, b""),
+    ],
+)
+def test_mask_form_secrets(body: bytes, headers: list[tuple[str, str]], masked: bytes) -> None:
+    assert mask_form_secrets(body, headers) == masked

@@ -124,7 +124,11 @@ def _as_json(page: Page, out: PageOutput | None, error: str | None) -> dict[str,
         "quarantined": [{"data": q.data, "errors": list(q.errors)} for q in out.quarantined]
         if out
         else [],
-        "links": [{"url": r.url, "callback": r.callback} for r in out.discovered if not r.trap]
+        "links": [
+            {"url": r.url, "callback": r.callback, "method": r.method}
+            for r in out.discovered
+            if not r.trap
+        ]
         if out
         else [],
         "traps": [{"url": r.url, "why": r.trap} for r in out.discovered if r.trap] if out else [],
@@ -156,7 +160,8 @@ def _print(page: Page, out: PageOutput | None) -> None:
     links = [r for r in out.discovered if not r.trap]
     click.echo(f"links to follow ({len(links)}):")
     for r in links:
-        click.echo(f"  {r.url}" + (f"  → {r.callback}" if r.callback else ""))
+        method = "" if r.method == "GET" else f"{r.method} "  # a form's submission
+        click.echo(f"  {method}{r.url}" + (f"  → {r.callback}" if r.callback else ""))
     traps = [r for r in out.discovered if r.trap]
     if traps:
         click.echo(f"traps ({len(traps)}, kept as dead(trap)):")

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO, Final
+from urllib.parse import unquote_plus
 
 from crawlfleet.urls import mask_credentials
 
@@ -44,7 +45,16 @@ try:
 except ImportError:  # pragma: no cover - isal has wheels for the usual platforms
     _isal_zlib = None
 
-__all__ = ["REVISIT_PROFILE", "SECRET_HEADERS", "Capture", "WarcRef", "WarcWriter", "recover"]
+__all__ = [
+    "REVISIT_PROFILE",
+    "SECRET_FIELDS",
+    "SECRET_HEADERS",
+    "Capture",
+    "WarcRef",
+    "WarcWriter",
+    "mask_form_secrets",
+    "recover",
+]
 
 OPEN_SUFFIX: Final = ".warc.gz.open"
 CLOSED_SUFFIX: Final = ".warc.gz"
@@ -54,6 +64,9 @@ INVALID_SUFFIX: Final = ".warc.gz.invalid"
 #: server hands out is the same secret the next request's Cookie header carries.
 SECRET_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 MASK: Final = "[secure]"
+#: form fields whose values are never written in clear (a login's password), by name: any name
+#: holding one of these (lower-case)
+SECRET_FIELDS: Final = ("password", "passwd", "pwd", "passphrase", "secret")
 
 # Framing headers that describe the wire encoding, not the identity body we store: dropped from
 # the stored block (kept under this prefix) so readers do not try to un-gzip or de-chunk it.
@@ -187,6 +200,25 @@ def _http_block_head(
         lines.append(f"Content-Length: {body_len}")
     lines.append(_CRLF)
     return _encode(_CRLF.join(lines))
+
+
+def mask_form_secrets(body: bytes, headers: Sequence[tuple[str, str]]) -> bytes:
+    """A URL-encoded form body with the values of its secret fields (:data:`SECRET_FIELDS`)
+    masked; every other byte as it was. Other bodies are returned as they are."""
+    if not body or b"=" not in body:
+        return body
+    content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+    if not content_type.lower().startswith("application/x-www-form-urlencoded"):
+        return body
+    pairs = body.split(b"&")
+    changed = False
+    for i, pair in enumerate(pairs):
+        name, eq, _ = pair.partition(b"=")
+        plain = unquote_plus(name.decode("latin-1")).lower()
+        if eq and any(secret in plain for secret in SECRET_FIELDS):
+            pairs[i] = name + b"=" + MASK.encode()
+            changed = True
+    return b"&".join(pairs) if changed else body
 
 
 def _request_target(url: str) -> str:
@@ -594,6 +626,7 @@ class WarcWriter:
             common.append(("WARC-IP-Address", ip))
         common.append(("WARC-Warcinfo-ID", self._warcinfo_id))
         request_line = f"{method.upper()} {_request_target(target_uri)} {version}"
+        request_body = mask_form_secrets(request_body, request_headers)
         request = _http_record(
             "request",
             request_id,

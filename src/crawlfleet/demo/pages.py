@@ -20,9 +20,10 @@ from crawlfleet.demo.catalog import FACETS, PRODUCTS_PER_PAGE, Catalog, Product
 
 SITE_NAME = "Crawlfleet Demo Shop"
 ROBOTS_TXT = (
-    "# The demo shop: carts and accounts are for humans.\n"
+    "# The demo shop: carts and accounts are for humans (a signed-in spider may read its orders).\n"
     "User-agent: *\n"
     "Disallow: /cart/\n"
+    "Allow: /account/orders\n"
     "Disallow: /account/\n"
     "Disallow: /__admin/\n"
 )

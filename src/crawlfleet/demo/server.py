@@ -24,6 +24,9 @@ lets tests read request statistics and flip switches at runtime:
 * ``POST /__admin/robots-ok``: robots.txt starts answering 200.
 * ``POST /__admin/faults``: a JSON object of ``Faults`` fields to change.
 * ``POST /__admin/reset-stats``: forget all counts (fault attempt counters included).
+
+The shop's forms (a login with a CSRF token and the account's orders behind it, a two-step
+ASP.NET-style ViewState search) are :mod:`crawlfleet.demo.forms`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from crawlfleet.demo import jspages
+from crawlfleet.demo import forms, jspages
 from crawlfleet.demo.catalog import Catalog
 from crawlfleet.demo.faults import ClientLimits, Faults, Load, selected
 from crawlfleet.demo.pages import DynamicLinks, Renderer, captcha_page, robots_txt
@@ -118,6 +121,7 @@ def make_app(catalog: Catalog, faults: Faults | None = None) -> web.Application:
     app.router.add_post("/__admin/faults", _admin_faults)
     app.router.add_post("/__admin/reset-stats", _admin_reset)
     jspages.register(app, catalog)  # the JavaScript twins of the pages above, under /js/
+    forms.register(app, catalog)  # /login, /account/orders, /search-vs
     return app
 
 

@@ -74,6 +74,9 @@ class FetchResult:
     """Body bytes as received (before content decoding)."""
     truncated: bool = False
     """The body was cut at the cap because the caller asked for ``truncate=True``."""
+    hop_cookies: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    """``(url, Set-Cookie value)`` of the redirect hops before ``url`` (a login's answer is
+    often a redirect that sets the cookie): the session learns them with the final ones."""
     _header_map: CIMultiDictProxy[str] | None = field(default=None, repr=False, compare=False)
 
     @property

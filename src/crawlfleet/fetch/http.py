@@ -132,11 +132,13 @@ class HttpFetcher:
         session: Session | None = None,
     ) -> FetchResult:
         headers = dict(request.headers) if request.headers else {}
+        own_cookie = any(name.lower() == "cookie" for name in headers)
         if session is not None:
             for name, value in session.request_headers(request.url, time.time()).items():
                 headers.setdefault(name, value)
         return await self.client.fetch(
             request.url,
+            jar=session if session is not None and not own_cookie else None,
             method=request.method,
             headers=headers or None,
             body=request.body,
@@ -243,8 +245,13 @@ class HttpClient:
         max_body: int | None = None,
         truncate: bool = False,
         check_hop: HopCheck | None = None,
+        jar: Session | None = None,
     ) -> FetchResult:
         """Fetch ``url``, following redirects, and return the final response.
+
+        ``jar``: the session whose cookies each redirect hop sends (with the ones earlier hops
+        set: a login's redirect carries the cookie it just got); every hop's ``Set-Cookie`` is
+        reported in ``result.hop_cookies`` for the caller to keep.
 
         ``max_body`` overrides the settings' cap for this call; with ``truncate=True`` a body
         over the cap is cut there (``result.truncated``) instead of raising ``TooLarge``.
@@ -265,7 +272,9 @@ class HttpClient:
         try:
             with self._deadlines.scope():
                 session, http_proxy = await self._route(proxy, request.url)
-                result = await self._follow(session, request, http_proxy, cap, truncate, check_hop)
+                result = await self._follow(
+                    session, request, http_proxy, cap, truncate, check_hop, jar
+                )
         except FetchError:
             raise
         except Exception as exc:
@@ -350,8 +359,10 @@ class HttpClient:
         cap: int,
         truncate: bool,
         check_hop: HopCheck | None,
+        jar: Session | None = None,
     ) -> FetchResult:
         redirects: list[str] = []
+        hop_cookies: list[tuple[str, str]] = []
         seen = {request.url}
         while True:
             async with session.request(
@@ -368,18 +379,26 @@ class HttpClient:
                     resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None
                 )
                 if location is None:
-                    return await _read(resp, request, self.settings, cap, truncate, redirects)
+                    result = await _read(resp, request, self.settings, cap, truncate, redirects)
+                    result.hop_cookies = hop_cookies
+                    return result
+                set_cookies = resp.headers.getall("Set-Cookie", [])
             if len(redirects) >= self.settings.max_redirects:
                 raise TooManyRedirects(f"more than {self.settings.max_redirects} redirects")
             redirects.append(str(request.url))
-            request = self._redirected(request, resp.status, location)
+            hop_cookies.extend((str(request.url), c) for c in set_cookies)
+            if jar is not None and set_cookies:
+                jar = jar.with_cookies(set_cookies, str(request.url), time.time())
+            request = self._redirected(request, resp.status, location, jar)
             if request.url in seen:
                 raise TooManyRedirects(f"redirect loop back to {_mask(str(request.url))}")
             seen.add(request.url)
             if check_hop is not None:
                 await check_hop(str(request.url))
 
-    def _redirected(self, request: _Request, status: int, location: str) -> _Request:
+    def _redirected(
+        self, request: _Request, status: int, location: str, jar: Session | None = None
+    ) -> _Request:
         """The request a redirect asks for (RFC 9110 §15.4), re-checked like a new one."""
         try:
             target = request.url.join(URL(location))
@@ -395,6 +414,11 @@ class HttpClient:
             method, body = "GET", None
             for name in _BODY_HEADERS:
                 headers.popall(name, None)
+        if jar is not None:  # the session's cookies for where the hop goes, not the last's
+            headers.popall("Cookie", None)
+            cookie = jar.cookie_header(str(target), time.time())
+            if cookie is not None:
+                headers["Cookie"] = cookie
         return _Request(url=target, method=method, headers=headers, body=body)
 
 

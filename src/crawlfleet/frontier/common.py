@@ -86,6 +86,7 @@ def request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
         r.body,
         r.fetcher,
         r.max_attempts or defaults.max_attempts,
+        dumps(dict(r.headers)) if r.headers else None,
     )
 
 
@@ -122,6 +123,7 @@ def lease_from_row(
     """A leased request row (its second column, the job, is named by ``job``)."""
     (rid, _job, url, domain, prio, depth, cb, meta, method, body, fetcher) = row[:11]
     attempts, max_attempts, token = row[11:14]
+    headers = row[14] if len(row) > 14 else None
     return Lease(
         id=rid,
         job=job,
@@ -140,6 +142,7 @@ def lease_from_row(
         expires_at=expires_at,
         start_at=start_at,
         route=route,
+        headers=json.loads(headers) if headers else None,
     )
 
 

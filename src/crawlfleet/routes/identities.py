@@ -8,6 +8,16 @@ usable session of its key (a new one when none is), :meth:`Identities.after` fol
 into it (``Set-Cookie``, good or bad, retired on a block), and :meth:`Identities.flush` saves the
 changed ones to the store, from where every other worker loads them: a session survives a worker
 restart and continues on another worker, and a login done once serves the whole fleet.
+
+A request may name its session (``meta["cookiejar"]``, as in Scrapy), and the requests of a
+page fetched with a named session name it too. A form a page submits (a non-GET request) names
+the session that fetched the page once that session holds cookies: the CSRF cookie that came
+with a login form goes with its submission, and the login's cookie with every request after it,
+on whichever worker leases them. A named session is read from the store again when this
+worker's copy is older than the lease (the session's change was saved before the request was
+queued, so a copy read after the lease has it), is kept past its use and age limits (a login
+must not expire under the crawl), and is made anew, empty, under the same name once a block or
+errors retired it.
 """
 
 from __future__ import annotations
@@ -83,22 +93,35 @@ class Identities:
                     return SessionConfig.for_pool(pool)
         return DEFAULT_SESSION
 
-    async def pick(self, job: str, route: Route | None) -> Session:
-        """A usable session for an attempt of ``job`` through ``route``."""
+    async def pick(
+        self, job: str, route: Route | None, name: str | None = None, *, since: float = 0.0
+    ) -> Session:
+        """A usable session for an attempt of ``job`` through ``route``; ``name``: the session
+        the request names (``meta["cookiejar"]``), made if there is none of that name, as the
+        store had it at ``since`` (when the request was leased) or later."""
         key = (job, session_key(route, self.routes))
         now = self.clock()
         keyed = self._keys.get(key)
-        if keyed is None or now - keyed.loaded_at >= RELOAD_EVERY:
+        stale = name is not None and keyed is not None and keyed.loaded_at < since
+        if keyed is None or stale or now - keyed.loaded_at >= RELOAD_EVERY:
             keyed = await self._load(key, route, now)
+        if name is not None:
+            named = keyed.sessions.get(name)
+            if named is None or named.retire_reason(now, keyed.config) is not None:
+                named = self._fresh(key, keyed, route, now, name)
+            if not named.named:
+                named = replace(named, named=True)
+                keyed.sessions[name] = self._dirty.setdefault(key, {})[name] = named
+            return named
         session = pick_session(list(keyed.sessions.values()), now, config=keyed.config)
         if session is not None:
             return session
-        fresh = Session.new(
-            secrets.token_hex(8),
-            route or Route(DIRECT, DIRECT),
-            now,
-            user_agent=self.user_agent,
-        )
+        return self._fresh(key, keyed, route, now, secrets.token_hex(8))
+
+    def _fresh(
+        self, key: tuple[str, str], keyed: _Keyed, route: Route | None, now: float, sid: str
+    ) -> Session:
+        fresh = Session.new(sid, route or Route(DIRECT, DIRECT), now, user_agent=self.user_agent)
         keyed.sessions[fresh.id] = fresh
         self._dirty.setdefault(key, {})[fresh.id] = fresh
         return fresh
@@ -125,15 +148,19 @@ class Identities:
         url: str,
         set_cookies: Sequence[str],
         outcome: str,
+        hop_cookies: Sequence[tuple[str, str]] = (),
     ) -> Session:
-        """Fold one attempt into ``session``: its cookies, then ``ok`` (good), ``blocked``
-        (retired: the site knows this identity), ``error`` (bad: the identity may be at fault)
-        or anything else (a use, neither good nor bad). Returns the new value."""
+        """Fold one attempt into ``session``: its cookies (``hop_cookies``: ``(url, Set-Cookie)``
+        of the redirects before ``url``), then ``ok`` (good), ``blocked`` (retired: the site
+        knows this identity), ``error`` (bad: the identity may be at fault) or anything else
+        (a use, neither good nor bad). Returns the new value."""
         key = (job, session_key(route, self.routes))
         now = self.clock()
         keyed = self._keys.get(key)
         config = keyed.config if keyed else DEFAULT_SESSION
         current = keyed.sessions.get(session.id, session) if keyed else session
+        for hop, cookie in hop_cookies:
+            current = current.with_cookies([cookie], hop, now)
         if set_cookies:
             current = current.with_cookies(set_cookies, url, now)
         if outcome == "blocked":

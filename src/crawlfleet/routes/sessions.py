@@ -96,6 +96,9 @@ class Session:
     last_used_at: float = 0.0
     retired: str | None = None
     """Why the session was retired (``block``, or a caller's reason); None while in use."""
+    named: bool = False
+    """Requests name it (``meta["cookiejar"]``): it holds a login, say. A named session is not
+    retired for its uses or age (see :meth:`retire_reason`), only for a block or errors."""
 
     @classmethod
     def new(
@@ -119,6 +122,8 @@ class Session:
             return self.retired
         if self.error_score >= config.max_error_score:
             return "errors"
+        if self.named:
+            return None
         if self.uses >= config.max_uses:
             return "uses"
         if now - self.created_at >= config.max_age:
@@ -194,6 +199,7 @@ class Session:
             "error_score": self.error_score,
             "last_used_at": self.last_used_at,
             "retired": self.retired,
+            "named": self.named,
         }
 
     @classmethod
@@ -211,6 +217,7 @@ class Session:
                 error_score=float(data["error_score"]),
                 last_used_at=float(data["last_used_at"]),
                 retired=None if data["retired"] is None else str(data["retired"]),
+                named=bool(data.get("named", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a stored session: {exc}") from None

@@ -343,13 +343,13 @@ UPDATE jobs SET state = $1 WHERE name = $2;
 -- DO NOTHING also absorbs duplicates inside the batch.
 INSERT INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, state, ready_at, created_at)
+     max_attempts, headers, state, ready_at, created_at)
 SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
-       u.body, u.fetcher, u.max_attempts, 'queued', $2, $2
+       u.body, u.fetcher, u.max_attempts, u.headers, 'queued', $2, $2
 FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::jsonb[],
-            $10::text[], $11::bytea[], $12::text[], $13::int[])
+            $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[])
      AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-          max_attempts)
+          max_attempts, headers)
 ON CONFLICT (job_id, fingerprint) DO NOTHING;
 
 -- name: insert_requests_returning
@@ -357,13 +357,13 @@ ON CONFLICT (job_id, fingerprint) DO NOTHING;
 -- is not new and draws on no budget)
 INSERT INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, state, ready_at, created_at)
+     max_attempts, headers, state, ready_at, created_at)
 SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
-       u.body, u.fetcher, u.max_attempts, 'queued', $2, $2
+       u.body, u.fetcher, u.max_attempts, u.headers, 'queued', $2, $2
 FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::jsonb[],
-            $10::text[], $11::bytea[], $12::text[], $13::int[])
+            $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[])
      AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-          max_attempts)
+          max_attempts, headers)
 ON CONFLICT (job_id, fingerprint) DO NOTHING
 RETURNING id, url, domain;
 
@@ -373,13 +373,14 @@ RETURNING id, url, domain;
 WITH inserted AS (
     INSERT INTO requests
         (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-         max_attempts, state, dead_reason, last_error, ready_at, created_at, finished_at)
+         max_attempts, headers, state, dead_reason, last_error, ready_at, created_at, finished_at)
     SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
-           u.body, u.fetcher, u.max_attempts, 'dead', 'trap', u.error, $2, $2, $2
+           u.body, u.fetcher, u.max_attempts, u.headers, 'dead', 'trap', u.error, $2, $2, $2
     FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[],
-                $9::jsonb[], $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[])
+                $9::jsonb[], $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[],
+                $15::text[])
          AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-              max_attempts, error)
+              max_attempts, headers, error)
     ON CONFLICT (job_id, fingerprint) DO NOTHING
     RETURNING id, last_error
 )
@@ -682,7 +683,7 @@ WITH active AS (
     FROM pick p
     WHERE r.id = p.id
     RETURNING r.id, r.job_id, r.url, r.domain, r.priority, r.depth, r.callback, r.meta::text,
-              r.method, r.body, r.fetcher, r.attempts, r.max_attempts, r.lease_token,
+              r.method, r.body, r.fetcher, r.attempts, r.max_attempts, r.lease_token, r.headers,
               r.lease_expires_at, p.start_at, p.last_lease_at, p.slot, p.route
 ), served AS (
     SELECT domain, route, start, delay, step, gap, count(id)::int AS n
@@ -708,7 +709,8 @@ WITH active AS (
 -- one row per pick row: the leases, and a row with a NULL id per domain found without ready work
 -- (the caller leases again, past the domains already visited, when those left the batch short)
 SELECT t.id, j.name, t.url, p.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
-       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.lease_expires_at, p.start_at,
+       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.headers, t.lease_expires_at,
+       p.start_at,
        p.route
 FROM pick p
 LEFT JOIN taken t ON t.id = p.id
@@ -967,6 +969,12 @@ CREATE TABLE worker_stats (
     gauges     text NOT NULL,
     PRIMARY KEY (worker, started_at)
 );
+
+-- name: migration_0015_request_headers
+-- A request's own headers (a spider's Request(headers=...), a form's Content-Type), as a JSON
+-- object; NULL for the many requests that have none. Sent as they are by the fetcher, under the
+-- address guard and the session's cookies.
+ALTER TABLE requests ADD COLUMN headers text;
 
 -- name: save_worker_stats
 INSERT INTO worker_stats (worker, started_at, kinds, host, pid, last_seen, counters, gauges)

@@ -343,8 +343,8 @@ WHERE id = ?;
 -- a link its finder judged a trap: a dead row (counted, listed, replayable), never fetched
 INSERT OR IGNORE INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, state, dead_reason, last_error, ready_at, created_at, finished_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dead', 'trap', ?, ?, ?, ?);
+     max_attempts, headers, state, dead_reason, last_error, ready_at, created_at, finished_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dead', 'trap', ?, ?, ?, ?);
 
 -- name: trap_history
 -- every trap row inserted by this enqueue gets its one history entry
@@ -355,8 +355,8 @@ WHERE id > :after AND state = 'dead' AND dead_reason = 'trap';
 -- name: insert_request
 INSERT OR IGNORE INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, state, ready_at, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?);
+     max_attempts, headers, state, ready_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?);
 
 -- name: insert_domain
 -- first writer wins; set_domain_limits changes an existing domain
@@ -533,7 +533,7 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body, fetcher,
-          attempts, max_attempts, lease_token;
+          attempts, max_attempts, lease_token, headers;
 
 -- name: lease_take
 -- a paced lane: each lease has its own start slot and expiry
@@ -546,7 +546,7 @@ UPDATE requests SET
     lease_route = :route
 WHERE id = :id AND state = 'queued'
 RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body, fetcher,
-          attempts, max_attempts, lease_token;
+          attempts, max_attempts, lease_token, headers;
 
 -- name: worker_seen
 INSERT INTO workers (id, started_at, last_seen) VALUES (:worker, :now, :now)
@@ -769,6 +769,12 @@ CREATE TABLE IF NOT EXISTS worker_stats (
     gauges     TEXT NOT NULL,
     PRIMARY KEY (worker, started_at)
 ) WITHOUT ROWID;
+
+-- name: migration_0015_request_headers
+-- Schema version 15: a request's own headers (a spider's ``Request(headers=...)``, a form's
+-- Content-Type), as a JSON object; NULL for the many requests that have none. Sent as they are
+-- by the fetcher, under the address guard and the session's cookies.
+ALTER TABLE requests ADD COLUMN headers TEXT;
 
 -- name: save_worker_stats
 INSERT INTO worker_stats (worker, started_at, kinds, host, pid, last_seen, counters, gauges)

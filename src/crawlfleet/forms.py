@@ -1,0 +1,205 @@
+"""HTML forms as a browser submits them: ``response.follow_form`` builds the ``Request``.
+
+In the manner of Scrapy's ``FormRequest.from_response``: the form is found by a CSS selector,
+an index, its ``name``/``id`` or an XPath (``formxpath``); its successful controls are sent as
+a browser sends them (hidden fields such as CSRF tokens and ``__VIEWSTATE`` carried over, the
+checked checkboxes and radio buttons, each ``<select>``'s selected options or its first one,
+textareas; disabled controls and file inputs left out); ``formdata`` overrides fields by name
+(``None`` removes one); the first submit button is clicked unless ``clickdata`` picks another
+(by attributes, or ``{"nr": i}``) or ``dont_click=True``. The action is resolved against the
+page's base URL (the page itself when the form has none); ``GET`` puts the fields in the query
+string, ``POST`` in the body, URL-encoded in the page's encoding or ``multipart/form-data`` as
+the form's ``enctype`` says.
+
+The form is read from lxml's tree (parsel's): lxml knows forms as browsers do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urljoin
+
+from crawlfleet.errors import FormError
+from crawlfleet.spider import FORM_URLENCODED, Callback, Request, form_pairs, with_query
+
+if TYPE_CHECKING:
+    from crawlfleet.response import Response
+    from crawlfleet.spider import FormData
+
+__all__ = ["form_request"]
+
+MULTIPART = "multipart/form-data"
+# lxml ships no type stubs: its form elements are typed loosely here
+FormElement = Any
+HtmlElement = Any
+_NOT_SENT = frozenset({"submit", "image", "reset", "button", "file"})
+_CHECKABLE = frozenset({"checkbox", "radio"})
+_CLICKABLE = (
+    "descendant::input[re:test(@type, '^(submit|image)$', 'i')]"
+    "|descendant::button[not(@type) or re:test(@type, '^submit$', 'i')]"
+)
+
+
+def form_request(
+    response: Response,
+    selector_or_index: str | int | None = None,
+    *,
+    formdata: FormData | None = None,
+    callback: Callback | None = None,
+    clickdata: Mapping[str, Any] | None = None,
+    dont_click: bool = False,
+    formname: str | None = None,
+    formid: str | None = None,
+    formxpath: str | None = None,
+    **request_kwargs: Any,
+) -> Request:
+    """The ``Request`` submitting a form of ``response`` (see the module docstring)."""
+    form = _find_form(response, selector_or_index, formname, formid, formxpath)
+    overrides = _overrides(formdata)
+    pairs = [(k, v) for k, v in _values(form) if k not in overrides]
+    if not dont_click:
+        clicked = _clicked(form, clickdata)
+        pairs.extend(p for p in clicked if p[0] not in overrides)
+    pairs.extend((k, v) for k, values in overrides.items() for v in values)
+    action = (form.get("action") or "").strip()
+    url = urljoin(response.base_url, action) if action else response.url
+    # a method= of the caller's wins over the form's, as in Scrapy
+    method = (request_kwargs.pop("method", None) or form.get("method") or "GET").strip().upper()
+    if method != "POST":
+        query = urlencode(pairs, encoding=response.encoding, errors="xmlcharrefreplace")
+        return Request(with_query(url, query), callback, method="GET", **request_kwargs)
+    enctype = (form.get("enctype") or FORM_URLENCODED).strip().lower()
+    if enctype == MULTIPART:
+        body, content_type = multipart(pairs, response.encoding)
+    else:
+        encoded = urlencode(pairs, encoding=response.encoding, errors="xmlcharrefreplace")
+        body, content_type = encoded.encode("ascii"), FORM_URLENCODED
+    headers = {"Content-Type": content_type, **(request_kwargs.pop("headers", None) or {})}
+    return Request(url, callback, method="POST", body=body, headers=headers, **request_kwargs)
+
+
+def _find_form(
+    response: Response,
+    which: str | int | None,
+    formname: str | None,
+    formid: str | None,
+    formxpath: str | None,
+) -> FormElement:
+    root = response._document().parsel
+    found: list[Any]
+    if formxpath is not None:
+        found = list(root.xpath(formxpath))
+        what = f"form matching XPath {formxpath!r}"
+        if found and found[0].root.tag != "form":
+            found = list(found[0].xpath("ancestor-or-self::form"))
+    elif formname is not None or formid is not None:
+        attr, value = ("name", formname) if formname is not None else ("id", formid)
+        found = list(root.xpath(f"//form[@{attr}=$value]", value=value))
+        what = f"form with {attr}={value!r}"
+    elif isinstance(which, str):
+        found = list(root.css(which))
+        what = f"form matching {which!r}"
+        if found and found[0].root.tag != "form":  # a selector inside a form: its form
+            found = list(found[0].xpath("ancestor-or-self::form"))
+    else:
+        forms = list(root.xpath("//form"))
+        index = which or 0
+        found = forms[index : index + 1] if -len(forms) <= index < len(forms) else []
+        what = f"form #{index} (the page has {len(forms)})"
+    if not found or found[0].root.tag != "form":
+        raise FormError(f"no {what} on {response.url}")
+    form: FormElement = found[0].root
+    return form
+
+
+def _values(form: FormElement) -> list[tuple[str, str]]:
+    """The form's successful controls, in document order, as a browser sends them (buttons
+    apart: only the clicked one is sent)."""
+    out: list[tuple[str, str]] = []
+    for el in form.iter("input", "select", "textarea"):
+        name = el.get("name")
+        if not name or el.get("disabled") is not None:
+            continue
+        if el.tag == "textarea":
+            out.append((name, "".join(el.itertext())))
+        elif el.tag == "select":
+            out.extend((name, value) for value in _selected(el))
+        else:
+            kind = (el.get("type") or "text").lower()
+            if kind in _NOT_SENT or (kind in _CHECKABLE and el.get("checked") is None):
+                continue
+            out.append((name, el.get("value", "on" if kind in _CHECKABLE else "")))
+    return out
+
+
+def _selected(select: HtmlElement) -> list[str]:
+    """A ``<select>``'s values: its selected options (a single select: the last selected, else
+    the first option)."""
+    options = [o for o in select.iter("option") if o.get("disabled") is None]
+    chosen = [o for o in options if o.get("selected") is not None]
+    if select.get("multiple") is None:
+        chosen = chosen[-1:] or options[:1]
+    return [o.get("value", " ".join(o.text_content().split())) for o in chosen]
+
+
+def _overrides(formdata: FormData | None) -> dict[str, list[str]]:
+    """``formdata`` by name; a ``None`` value removes the field (no pairs)."""
+    out: dict[str, list[str]] = {}
+    if formdata is None:
+        return out
+    items = formdata.items() if isinstance(formdata, Mapping) else formdata
+    for name, value in items:
+        if value is None:
+            out.setdefault(str(name), [])
+        else:
+            out.setdefault(str(name), []).extend(v for _, v in form_pairs({name: value}))
+    return out
+
+
+def _clicked(form: FormElement, clickdata: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The pairs the clicked submit button adds (none for an unnamed one)."""
+    buttons: list[HtmlElement] = form.xpath(
+        _CLICKABLE, namespaces={"re": "http://exslt.org/regular-expressions"}
+    )
+    buttons = [b for b in buttons if b.get("disabled") is None]
+    if clickdata is None:
+        if not buttons:
+            return []
+        button = buttons[0]
+    elif "nr" in clickdata:
+        nr = int(clickdata["nr"])
+        if not 0 <= nr < len(buttons):
+            raise FormError(f"no submit button #{nr} (the form has {len(buttons)})")
+        button = buttons[nr]
+    else:
+        wanted = {str(k): str(v) for k, v in clickdata.items()}
+        match = [b for b in buttons if all(b.get(k) == v for k, v in wanted.items())]
+        if not match:
+            raise FormError(f"no submit button with {wanted!r} in the form")
+        button = match[0]
+    name = button.get("name")
+    if (button.get("type") or "").lower() == "image":  # the click's coordinates
+        prefix = f"{name}." if name else ""
+        return [(f"{prefix}x", "0"), (f"{prefix}y", "0")]
+    return [(name, button.get("value") or "")] if name else []
+
+
+def multipart(pairs: list[tuple[str, str]], encoding: str = "utf-8") -> tuple[bytes, str]:
+    """``pairs`` as a ``multipart/form-data`` body, and its ``Content-Type``. The boundary
+    derives from the content, so the same form gives the same request (and fingerprint)."""
+    digest = hashlib.sha1(repr(pairs).encode("utf-8", "surrogatepass"))  # noqa: S324
+    boundary = f"----crawlfleet{digest.hexdigest()[:24]}"
+    parts = []
+    for name, value in pairs:
+        quoted = name.replace("\\", "\\\\").replace('"', "%22").replace("\r\n", "%0D%0A")
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{quoted}"\r\n\r\n'.encode(
+                encoding, "xmlcharrefreplace"
+            )
+            + value.encode(encoding, "xmlcharrefreplace")
+            + b"\r\n"
+        )
+    body = b"".join(parts) + f"--{boundary}--\r\n".encode("ascii")
+    return body, f"{MULTIPART}; boundary={boundary}"
