@@ -14,17 +14,20 @@ so they hold across the whole fleet.
 from __future__ import annotations
 
 import hashlib
+import time
 import traceback
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from crawlfleet.config.sections import WorkerSettings
+from crawlfleet.data import jsonsafe
 from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
 from crawlfleet.data.warc import Capture
-from crawlfleet.errors import ParseError
+from crawlfleet.errors import ParseError, TooComplex, TooManyItems
 from crawlfleet.model import (
     Job,
     NewRequest,
@@ -49,6 +52,8 @@ class PageOutput:
     robots_dropped: int = 0
     #: what the spider got out of the page: items it yielded, and links it found (known or not)
     found: int = 0
+    #: Requests refused alone, by why (a URL that is not a string, an unknown callback...)
+    refused: Counter[str] = field(default_factory=Counter)
 
 
 class RobotsVerdict(Protocol):
@@ -154,6 +159,9 @@ class JobRuntime:
         self.suspected: set[tuple[str, str]] = set()
         self.traps = traps or trap_rules(spider_cls)
         self.max_attempts = spider_cls.max_attempts
+        #: most items one page's callback may yield, and seconds it may run (``[worker]``)
+        self.max_yields = WorkerSettings.max_yields_per_page
+        self.parse_timeout = WorkerSettings.parse_timeout
 
     # -- links ----------------------------------------------------------------------------------
 
@@ -264,27 +272,63 @@ class JobRuntime:
         depth: int,
         fetched_at: float,
         warc: Provenance,
+        deadline: float | None = None,
     ) -> PageOutput:
-        """Run the callback on ``response``; raises ParseError if the spider code fails."""
+        """Run the callback on ``response``.
+
+        Raises ParseError if the spider code fails, :class:`TooComplex` for a page past the
+        nesting bounds (however the spider handled that) or a callback still running at
+        ``deadline`` (``time.monotonic``), and :class:`TooManyItems` past
+        :attr:`max_yields`. An item the store cannot use (a Request with a URL that is not a
+        string, a callback the spider lacks) is refused alone and counted (``refused``); a
+        record that fails validation is quarantined alone."""
         out = PageOutput()
         method = getattr(self.spider, callback or "parse", None)
         if method is None:
             raise ParseError(f"spider {self.spider_cls.__name__} has no callback {callback!r}")
-        position = 0
+        position = items = 0
         try:
             for obj in _iterate(method(response)):
+                items += 1
+                if items > self.max_yields:
+                    raise TooManyItems(
+                        f"the callback yielded more than {self.max_yields:,} items "
+                        "(worker.max_yields_per_page)"
+                    )
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TooComplex(f"the callback ran past {self.parse_timeout:g}s")
                 out.found += obj is not None
                 if isinstance(obj, Request):
-                    self.link(obj, depth + 1, out, robots)
+                    why = self.refusal(obj)
+                    if why is None:
+                        self.link(obj, depth + 1, out, robots)
+                    else:
+                        out.refused[why] += 1
                 elif obj is not None:
                     self._record(obj, page_url, position, fetched_at, warc, out)
                     position += 1
         except ValidationError as exc:  # the spider built its model with bad data
             self._quarantine(invalid_from_exception(exc), page_url, fetched_at, warc, out)
+        except ParseError:
+            raise
         except Exception as exc:
-            raise ParseError(_short_traceback(exc)) from exc
+            if response.too_complex is None:
+                raise ParseError(_short_traceback(exc)) from exc
+        if response.too_complex is not None:  # even if the spider caught it and went on
+            raise TooComplex(response.too_complex)
         out.found += response.links_found
         return out
+
+    def refusal(self, req: Request) -> str | None:
+        """Why the store cannot take ``req`` as a request of this spider, or None."""
+        if not isinstance(req.href, str) or not isinstance(req.base, str | None):
+            return f"a Request URL must be a string, not {type(req.href).__name__}"
+        name = req.callback_name
+        if name is not None and not callable(getattr(self.spider, name, None)):
+            return f"unknown callback {name!r}"
+        if req.meta and jsonsafe.problem(jsonsafe.repair(req.meta)) is not None:
+            return "meta that is not JSON"
+        return None
 
     def sample(self, response: Response, callback: str | None) -> tuple[int, int]:
         """What the callback gets out of ``response``, keeping none of it: (items, links). Links
