@@ -326,8 +326,8 @@ class JobRuntime:
         name = req.callback_name
         if name is not None and not callable(getattr(self.spider, name, None)):
             return f"unknown callback {name!r}"
-        if req.meta and jsonsafe.problem(jsonsafe.repair(req.meta)) is not None:
-            return "meta that is not JSON"
+        if req.meta and (kind := jsonsafe.lenient_problem(req.meta)) is not None:
+            return f"meta that cannot be stored ({kind})"
         return None
 
     def sample(self, response: Response, callback: str | None) -> tuple[int, int]:

@@ -14,7 +14,16 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "Problem", "Unstorable", "dumps", "problem", "repair", "without_inf_nan"]
+__all__ = [
+    "MAX_DEPTH",
+    "Problem",
+    "Unstorable",
+    "dumps",
+    "lenient_problem",
+    "problem",
+    "repair",
+    "without_inf_nan",
+]
 
 #: deepest nesting of lists and objects a record may have (JSON writers and readers recurse)
 MAX_DEPTH = 100
@@ -113,6 +122,21 @@ def without_inf_nan(value: Any, *, as_strings: bool = False) -> Any:
     if isinstance(value, list):
         return [without_inf_nan(v, as_strings=as_strings) for v in value]
     return value
+
+
+def lenient_problem(value: Any) -> str | None:
+    """What stops ``value`` from being stored as JSON with ``str`` standing in for the objects
+    JSON has no form for (as a request's ``meta`` is): its kind, or None."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError:
+        return "non_finite_number"
+    except RecursionError:
+        return "too_deep"
+    if "\\u0000" in text:
+        return "nul_character"
+    found = None if text.isascii() else _text_problem(text)
+    return found[0] if found else None
 
 
 def dumps(value: Any) -> str:
