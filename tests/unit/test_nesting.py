@@ -13,7 +13,8 @@ from crawlfleet.response import Response
 
 
 def nested(levels: int, tag: str = "div") -> str:
-    return f"<html><body>{f'<{tag}>' * levels}<p class=x>deep</p>{f'</{tag}>' * levels}</body></html>"
+    inner = f"{f'<{tag}>' * levels}<p class=x>deep</p>{f'</{tag}>' * levels}"
+    return f"<html><body>{inner}</body></html>"
 
 
 @pytest.mark.parametrize(
