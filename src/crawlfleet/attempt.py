@@ -588,6 +588,7 @@ def _event(a: Attempt, verdict: Verdict) -> AttemptEvent:
         quarantined=len(out.quarantined) if out else 0,
         traps=out.traps if out else 0,
         robots_dropped=out.robots_dropped if out else 0,
+        refused=sum(out.refused.values()) if out else 0,
         duplicate=a.earlier is not None,
         gone=a.outcome is Outcome.GONE,
         retry=isinstance(verdict, Failure) and verdict.retry_at is not None,

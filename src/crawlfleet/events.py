@@ -49,6 +49,7 @@ class AttemptEvent:
     quarantined: int = 0
     traps: int = 0
     robots_dropped: int = 0
+    refused: int = 0  # Requests the spider yielded that the crawl cannot use (dropped alone)
     duplicate: bool = False
     gone: bool = False
     retry: bool = False

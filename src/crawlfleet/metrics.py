@@ -114,6 +114,12 @@ class WorkerMetrics:
         self.robots_filtered = Counter(
             "crawlfleet_robots_filtered", "Links dropped as robots-disallowed", job, registry=r
         )
+        self.refused = Counter(
+            "crawlfleet_requests_refused",
+            "Requests a spider yielded that the crawl cannot use (bad URL, unknown callback)",
+            job,
+            registry=r,
+        )
         self.request_attempts = Histogram(
             "crawlfleet_request_attempts",
             "Attempts a request took, observed when it finished here",
@@ -159,6 +165,7 @@ class WorkerMetrics:
             (self.quarantined, e.quarantined),
             (self.traps, e.traps),
             (self.robots_filtered, e.robots_dropped),
+            (self.refused, e.refused),
             (self.duplicates, int(e.duplicate)),
             (self.gone, int(e.gone)),
             (self.retries, int(e.retry)),
