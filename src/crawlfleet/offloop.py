@@ -70,15 +70,25 @@ class OffLoop:
         run: _Run[T] = _Run(fn, budget, loop.create_future(), loop)
         self._queue.put(run)
         self._ensure_thread()
-        while True:
-            try:
-                return await asyncio.wait_for(asyncio.shield(run.future), WATCH_EVERY)
-            except TimeoutError:
-                started = run.started
-                if started is not None and time.monotonic() - started > budget + GIVE_UP_AFTER:
-                    self._abandon()
-                    why = f"the callback ran past {budget:g}s without yielding"
-                    raise TooComplex(why) from None
+        watchdog = loop.call_later(budget + GIVE_UP_AFTER, self._watch, run)
+        try:
+            return await run.future  # cancelled with its attempt: the thread's answer is dropped
+        finally:
+            watchdog.cancel()
+
+    def _watch(self, run: _Run[Any]) -> None:
+        """Give up a callback still running past its budget (it never yielded); one still
+        waiting for its turn is looked at again when its budget could have run out."""
+        if run.future.done():
+            return
+        started = run.started
+        left = run.budget + GIVE_UP_AFTER - (time.monotonic() - started if started else 0.0)
+        if started is None or left > 0:
+            run.loop.call_later(max(left, WATCH_EVERY), self._watch, run)
+            return
+        self._abandon()
+        why = f"the callback ran past {run.budget:g}s without yielding"
+        run.future.set_exception(TooComplex(why))
 
     def _ensure_thread(self) -> None:
         with self._lock:

@@ -8,7 +8,7 @@ import pytest
 from selectolax.lexbor import LexborHTMLParser
 
 from crawlfleet.errors import TooComplex
-from crawlfleet.nesting import measure, over
+from crawlfleet.nesting import _start_tags_at_most, measure, over
 from crawlfleet.response import Response
 
 
@@ -36,6 +36,8 @@ def nested(levels: int, tag: str = "div") -> str:
 def test_measure__follows_the_parsers_stack_where_it_matters(markup: str, depth: int) -> None:
     assert measure(markup).depth == depth
     assert measure(markup.encode()).depth == depth
+    # the gate that skips the walk is a bound: never below the depth
+    assert _start_tags_at_most(markup) >= depth <= _start_tags_at_most(markup.encode())
 
 
 def test_measure__agrees_with_lexbor_on_plain_nesting() -> None:
