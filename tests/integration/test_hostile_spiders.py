@@ -41,6 +41,7 @@ class Hostile(Spider):
         "{base}/page?size=200&bad=1",
     ]
     custom_settings = {{"worker.max_yields_per_page": 1000}}
+    obey_robots = False  # the site's Crawl-delay would only slow the test down
 
     def parse(self, response):
         url = response.url
@@ -138,6 +139,7 @@ from crawlfleet import Spider
 class Stuck(Spider):
     name = "stuck"
     start_urls = ["{base}/page?size=100"]
+    obey_robots = False
 
     def parse(self, response):
         n = 0
@@ -153,17 +155,19 @@ async def test_worker__a_callback_that_never_returns_does_not_stop_sigterm_or_he
     (tmp_path / "stuck.py").write_text(STUCK.format(base=hostile_site.base_url))
     queue = f"sqlite:///{tmp_path / 'queue.db'}"
     assert (await cli("submit", "stuck.py", "--queue", queue, cwd=tmp_path))[0] == 0
+    # the real worker, its SIGTERM grace cut to 1 s (tests.chaos.slow_worker)
+    env = dict(os.environ, CRAWLFLEET_LEASE_TTL="3", CRAWLFLEET_FETCH_TIMEOUT="2", CHAOS_GRACE="1")
     proc = await asyncio.create_subprocess_exec(
-        *CRAWLFLEET,
+        sys.executable,
+        "-m",
+        "tests.chaos.slow_worker",
         "worker",
         "--queue",
         queue,
-        "--worker-id",
-        "stuck-worker",
-        cwd=tmp_path,
+        cwd=Path(__file__).resolve().parents[2],
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
-        env=dict(os.environ, CRAWLFLEET_LEASE_TTL="3", CRAWLFLEET_FETCH_TIMEOUT="2"),
+        env=env,
     )
     try:
         deadline = time.monotonic() + 30
@@ -180,6 +184,60 @@ async def test_worker__a_callback_that_never_returns_does_not_stop_sigterm_or_he
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    assert took < 15, f"the worker took {took:.1f}s to stop after SIGTERM"
+    assert took < 8, f"the worker took {took:.1f}s to stop after SIGTERM"
     assert proc.returncode == 0, err.decode()[-2000:]
     assert hostile_site.hits["/page"] == 1, "the lease was never lost and fetched again"
+
+
+PAGES = """
+from crawlfleet import Spider
+
+
+class Pages(Spider):
+    name = "pages"
+    start_urls = ["{base}/page?size=50&n=%d" % n for n in range(6)]
+    obey_robots = False
+
+    def parse(self, response):
+        yield {{"url": response.url, "tag": "poison" if "n=3" in response.url else "ok"}}
+"""
+
+
+async def test_worker__a_report_the_store_refuses_does_not_stall_the_worker(
+    hostile_site: HostileSite,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pages.py").write_text(PAGES.format(base=hostile_site.base_url))
+    queue = f"sqlite:///{tmp_path / 'queue.db'}"
+    assert (await cli("submit", "pages.py", "--queue", queue, cwd=tmp_path))[0] == 0
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.chaos.slow_worker",
+        "worker",
+        "--queue",
+        queue,
+        "--exit-when-finished",
+        "-v",
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(os.environ, CHAOS_REPORT_POISON="poison"),
+    )
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert "reporting them one by one" in err.decode()
+    args = ("export", "--queue", queue, "--job", "pages", "-o", "r.jsonl")
+    assert (await cli(*args, cwd=tmp_path))[0] == 0
+    assert sorted(r["tag"] for r in strict_jsonl(tmp_path / "r.jsonl")) == ["ok"] * 5
+    args = ("export", "--queue", queue, "--job", "pages", "--quarantine", "-o", "q.jsonl")
+    assert (await cli(*args, cwd=tmp_path))[0] == 0
+    (refused,) = strict_jsonl(tmp_path / "q.jsonl")
+    assert "store_refused" in json.dumps(refused), refused
+    code, status, _ = await cli("status", "--queue", queue, cwd=tmp_path)
+    assert code == 0 and "6" in status
