@@ -114,3 +114,25 @@ def test_process__a_page_too_deep_is_too_complex_even_if_the_spider_swallows_the
     with pytest.raises(TooComplex, match="nested more than"):
         run("parse_deep", deep)
     assert [r.data["name"] for r in run("parse_deep").records] == ["after"]
+
+
+def test_prepare__a_start_request_naming_an_unknown_callback_is_refused_at_start() -> None:
+    from crawlfleet.config import Settings
+    from crawlfleet.errors import UsageError
+    from crawlfleet.intake import prepare
+
+    class Typo(Spider):
+        name = "typo"
+        start_urls = [PAGE]
+
+        def start_requests(self) -> Iterator[Request]:
+            yield Request(PAGE, callback="parse_itme")
+
+        def parse_item(self, response: Response) -> None:
+            return None
+
+    with pytest.raises(UsageError) as refused:
+        prepare("typo", "typo.py", Typo, Settings())
+    assert str(refused.value) == (
+        "spider Typo has no callback 'parse_itme' (named by its start request http://a.test/page)"
+    )
