@@ -43,9 +43,7 @@ _BARRIERS = frozenset(
 #: ... except these, for a row (a new ``<tr>`` closes the open cell and row)
 _ROW_PASSES = frozenset(("td", "th"))
 #: elements whose content is text up to their end tag
-_RAW = frozenset(
-    ("script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes", "noscript")
-)
+_RAW = frozenset(("script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes"))
 #: how far below the top a sibling-closed element is looked for (a ``<p>`` inside ``<b><i>``)
 _SIBLING_REACH = 4
 

@@ -346,10 +346,8 @@ class Worker:
             await self._report(batch)
         except StoreError as exc:  # the store is away: the batch waits for the next report
             log.warning("could not report %d results: %s; trying again", len(batch), exc)
-            self._pending.done[:0] = batch.done
-            self._pending.failed[:0] = batch.failed
+            self._requeue(batch)  # first: a drain cut short still finds it pending
             await asyncio.sleep(max(self.settings.report_interval, REPORT_RETRY))
-            self._has_pending.set()
         except Exception:  # a verdict the store cannot take must not stop the others
             log.exception("a report of %d results failed: reporting them one by one", len(batch))
             await self._report_alone(batch)
@@ -365,16 +363,27 @@ class Worker:
             try:
                 await self._report(single)
                 continue
+            except StoreError:  # the store is away now: this one waits for the next report
+                self._requeue(single)
+                continue
             except Exception as exc:
                 log.error("a result the store refused: %s", _line(exc))
                 if not single.done:
-                    continue  # a lost lease: it expires and is rescued
+                    continue  # a failure it refused: the lease expires and is rescued
                 completion, rt = single.done[0]
                 single = _Pending(done=[(_contained(completion, exc), rt)])
             try:
                 await self._report(single)
+            except StoreError:
+                self._requeue(single)
             except Exception as exc:  # the lease expires and the request is fetched again
                 log.error("a page's completion the store refused: %s", _line(exc))
+
+    def _requeue(self, batch: _Pending) -> None:
+        """Put ``batch`` back in front of what is pending, for the next report."""
+        self._pending.done[:0] = batch.done
+        self._pending.failed[:0] = batch.failed
+        self._has_pending.set()
 
     async def _report(self, batch: _Pending) -> None:
         # snapshot durable before ack: a crash after this point refetches, never loses
