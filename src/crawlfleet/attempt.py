@@ -23,12 +23,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crawlfleet.data.warc import Capture, WarcRef, mask_form_secrets
-from crawlfleet.errors import FetchError, OutOfScope, ParseError, ProxyError
+from crawlfleet.errors import (
+    FetchError,
+    OutOfScope,
+    ParseError,
+    ProxyError,
+    TooComplex,
+    TooManyItems,
+)
 from crawlfleet.events import AttemptEvent, EventBus
 from crawlfleet.extract import PageOutput, Provenance
 from crawlfleet.fetch.base import Fetcher, FetchRequest, HopCheck
 from crawlfleet.fetch.robots import Gate
 from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome
+from crawlfleet.offloop import OffLoop
 from crawlfleet.policy.blocks import Verdict as BlockKind
 from crawlfleet.policy.classify import classify, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
@@ -120,6 +128,8 @@ class Pipeline:
         self.clock = clock
         self.rng = rng or random.Random()
         self.identities = identities
+        #: the thread spider callbacks run in (the event loop keeps answering meanwhile)
+        self.offloop = OffLoop()
         # per lane: the last slot this worker honoured, and when that request actually started
         self._slots: dict[tuple[str, str], tuple[float, float]] = {}
         # per request: the blocks it met on proxy routes here without using up an attempt
@@ -161,8 +171,8 @@ class Pipeline:
             or await self.fetch(a)
             or self.snapshot(a)
             or self.classify(a)
-            or self.parse(a)
-            or self.learn_fetcher(a)
+            or await self.parse(a)
+            or await self.learn_fetcher(a)
             or self.done(a)
         )
 
@@ -353,7 +363,7 @@ class Pipeline:
             url=a.result.url, fields=fields, fetched_at=self.clock(), refers_to=a.warc.record_id
         )
 
-    def parse(self, a: Attempt) -> Verdict | None:
+    async def parse(self, a: Attempt) -> Verdict | None:
         """Run the spider on the page: records, quarantine, links (every page is parsed)."""
         rt, ref = a.job.runtime, a.warc
         assert ref is not None
@@ -370,26 +380,47 @@ class Pipeline:
             )
         elif rt.spider_cls.skip_duplicate_content and rt.captures.parsed(a.digest):
             return self._completion(a)  # the spider's own opt-in, never a default
-        try:
-            a.output = rt.process(
-                self._response(a),
-                robots=a.job.robots,
-                page_url=a.lease.url,
-                callback=a.lease.callback,
-                depth=a.lease.depth,
-                fetched_at=self.clock(),
+        response, robots, lease = self._response(a), a.job.robots, a.lease
+        fetched_at = self.clock()
+
+        def run(deadline: float) -> PageOutput:
+            return rt.process(
+                response,
+                robots=robots,
+                page_url=lease.url,
+                callback=lease.callback,
+                depth=lease.depth,
+                fetched_at=fetched_at,
                 warc=warc,
                 cookiejar=_named(a.lease),
                 form_cookiejar=_form_cookiejar(a),
+                deadline=deadline,
             )
+
+        try:
+            a.output = await self.offloop.run(run, rt.parse_timeout)
+        except TooComplex as exc:
+            return self._fail(
+                a, Outcome.PERMANENT_ERROR, f"too complex: {exc}", dead=DeadReason.TOO_COMPLEX
+            )
+        except TooManyItems as exc:
+            dead = DeadReason.TOO_MANY_ITEMS
+            return self._fail(a, Outcome.PERMANENT_ERROR, f"too many items: {exc}", dead=dead)
         except ParseError as exc:
             return self._fail(
                 a, Outcome.PERMANENT_ERROR, f"parse error: {exc}", dead=DeadReason.PARSE_ERROR
             )
         _report_cuts(a)
+        if a.output.refused:
+            log.warning(
+                "%s yielded items it cannot use on %s: %s",
+                rt.spider_cls.__name__,
+                mask_credentials(lease.url),
+                "; ".join(f"{n} x {why}" for why, n in a.output.refused.most_common(5)),
+            )
         return None
 
-    def learn_fetcher(self, a: Attempt) -> Verdict | None:
+    async def learn_fetcher(self, a: Attempt) -> Verdict | None:
         """``auto``: which fetcher each page type (domain and URL pattern) needs, learnt as the
         crawl goes and remembered in the store, fleet-wide and across crawls.
 
@@ -407,7 +438,10 @@ class Pipeline:
         key = (lease.domain, pattern)
         known = rt.page_types.get(key)
         if a.fetcher.kind == "browser":
-            verdict = self._judge(a)
+            try:
+                verdict = await self.offloop.run(lambda _: self._judge(a), rt.parse_timeout)
+            except TooComplex:
+                verdict = None
             rt.suspected.discard(key)
             if verdict is not None and verdict != known:
                 rt.page_types[key] = verdict
@@ -708,6 +742,7 @@ def _event(a: Attempt, verdict: Verdict) -> AttemptEvent:
         traps=out.traps if out else 0,
         robots_dropped=out.robots_dropped if out else 0,
         links_dropped=out.links_dropped if out else 0,
+        refused=sum(out.refused.values()) if out else 0,
         duplicate=a.earlier is not None,
         gone=a.outcome is Outcome.GONE,
         retry=isinstance(verdict, Failure) and verdict.retry_at is not None,

@@ -33,6 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from crawlfleet import nesting
+from crawlfleet.errors import TooComplex
+
 if TYPE_CHECKING:
     from parsel import Selector as ParselSelector
 
@@ -67,6 +70,8 @@ class Document:
         "_shape",
         "_text",
         "answers",
+        "limits",
+        "too_complex",
     )
 
     def __init__(
@@ -74,7 +79,12 @@ class Document:
         markup: bytes | str,
         text: str | Callable[[], str],
         base_url: str | None = None,
+        limits: tuple[int, int] | None = None,
     ) -> None:
+        #: (deepest nesting, most parse work) a tree is built for (see ``crawlfleet.nesting``)
+        self.limits = limits
+        #: why the page is too complex to parse, once a tree was asked for and refused
+        self.too_complex: str | None = None
         self._markup: bytes | str | None = markup
         self._text = text
         self._base_url = base_url
@@ -91,6 +101,7 @@ class Document:
     def lexbor(self) -> LexborHTMLParser:
         if self._lexbor is None:
             assert self._markup is not None
+            self._check(self._markup)
             self._lexbor = LexborHTMLParser(self._markup)
             self._markup = None  # the parser keeps its own copy (raw_html)
         return self._lexbor
@@ -117,8 +128,16 @@ class Document:
         if self._parsel is None:
             import parsel
 
+            self._check(self.text)
             self._parsel = parsel.Selector(text=self.text, base_url=self._base_url)
         return self._parsel
+
+    def _check(self, markup: str | bytes) -> None:
+        """Refuse to build a tree past the nesting limits (raises :class:`TooComplex`)."""
+        if self.too_complex is None and self.limits is not None:
+            self.too_complex = nesting.over(markup, *self.limits)
+        if self.too_complex is not None:
+            raise TooComplex(self.too_complex)
 
     def wrap(self, element: Any) -> ParselSelector:
         """A parsel selector of one element of ``parsel``'s tree."""

@@ -9,6 +9,9 @@
     ├── FormError                  follow_form found no such form or submit button (a ValueError)
     ├── StoreError                 the queue store misbehaved
     │   └── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
+    ├── ParseError                 the spider's callback raised on a page
+    │   ├── TooComplex             the page nests too deep to parse, or its parse ran too long
+    │   └── TooManyItems           the callback yielded more than a page may (an endless loop?)
     └── FetchError                 one fetch did not produce a usable response
         ├── RetryableFetchError    worth trying again later (maybe over another route)
         │   ├── FetchTimeout
@@ -62,6 +65,14 @@ class LeaseLost(StoreError):
 
 class ParseError(CrawlfleetError):
     """The spider's callback raised: a bug to fix, then replay (not worth an automatic retry)."""
+
+
+class TooComplex(ParseError):
+    """The page is past what a parse may cost (nesting depth, parse time): ``too_complex``."""
+
+
+class TooManyItems(ParseError):
+    """A callback yielded more items than one page may (``worker.max_yields_per_page``)."""
 
 
 class FetchError(CrawlfleetError):

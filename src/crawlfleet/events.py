@@ -50,6 +50,7 @@ class AttemptEvent:
     traps: int = 0
     robots_dropped: int = 0
     links_dropped: int = 0
+    refused: int = 0  # Requests the spider yielded that the crawl cannot use (dropped alone)
     duplicate: bool = False
     gone: bool = False
     retry: bool = False

@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 import traceback
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from crawlfleet.config.sections import WorkerSettings
+from crawlfleet.data import jsonsafe
 from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
 from crawlfleet.data.warc import Capture
-from crawlfleet.errors import ParseError, SpiderLoadError
+from crawlfleet.errors import ParseError, SpiderLoadError, TooComplex, TooManyItems
 from crawlfleet.model import (
     Job,
     NewRequest,
@@ -59,6 +62,8 @@ class PageOutput:
     dropped: int = 0  # records the spider's process_record dropped
     #: what the spider got out of the page: items it yielded, and links it found (known or not)
     found: int = 0
+    #: Requests refused alone, by why (a URL that is not a string, an unknown callback...)
+    refused: Counter[str] = field(default_factory=Counter)
 
 
 class RobotsVerdict(Protocol):
@@ -180,6 +185,9 @@ class JobRuntime:
             origin: basic_authorization(*credentials)
             for origin, credentials in credentials_by_origin(self.spider.start_urls).items()
         }
+        #: most items one page's callback may yield, and seconds it may run (``[worker]``)
+        self.max_yields = WorkerSettings.max_yields_per_page
+        self.parse_timeout = WorkerSettings.parse_timeout
 
     # -- links ----------------------------------------------------------------------------------
 
@@ -311,8 +319,16 @@ class JobRuntime:
         warc: Provenance,
         cookiejar: str | None = None,
         form_cookiejar: str | None = None,
+        deadline: float | None = None,
     ) -> PageOutput:
-        """Run the callback on ``response``; raises ParseError if the spider code fails.
+        """Run the callback on ``response``.
+
+        Raises ParseError if the spider code fails, :class:`TooComplex` for a page past the
+        nesting bounds (however the spider handled that) or a callback still running at
+        ``deadline`` (``time.monotonic``), and :class:`TooManyItems` past
+        :attr:`max_yields`. An item the store cannot use (a Request with a URL that is not a
+        string, a callback the spider lacks) is refused alone and counted (``refused``); a
+        record that fails validation is quarantined alone.
 
         The session the page's requests name (``meta["cookiejar"]``) unless they name one:
         ``cookiejar`` (the page's own request named it), else ``form_cookiejar`` for its
@@ -321,22 +337,50 @@ class JobRuntime:
         method = getattr(self.spider, callback or "parse", None)
         if method is None:
             raise ParseError(f"spider {self.spider_cls.__name__} has no callback {callback!r}")
-        position = 0
+        position = items = 0
         try:
             for obj in _iterate(method(response)):
+                items += 1
+                if items > self.max_yields:
+                    raise TooManyItems(
+                        f"the callback yielded more than {self.max_yields:,} items "
+                        "(worker.max_yields_per_page)"
+                    )
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TooComplex(f"the callback ran past {self.parse_timeout:g}s")
                 out.found += obj is not None
                 if isinstance(obj, Request):
-                    jar = cookiejar or (form_cookiejar if obj.method != "GET" else None)
-                    self.link(obj, depth + 1, out, robots, jar)
+                    why = self.refusal(obj)
+                    if why is None:
+                        jar = cookiejar or (form_cookiejar if obj.method != "GET" else None)
+                        self.link(obj, depth + 1, out, robots, jar)
+                    else:
+                        out.refused[why] += 1
                 elif obj is not None:
                     self._record(obj, page_url, position, fetched_at, warc, out)
                     position += 1
         except ValidationError as exc:  # the spider built its model with bad data
             self._quarantine(invalid_from_exception(exc), page_url, fetched_at, warc, out)
+        except ParseError:
+            raise
         except Exception as exc:
-            raise ParseError(_short_traceback(exc)) from exc
+            if response.too_complex is None:
+                raise ParseError(_short_traceback(exc)) from exc
+        if response.too_complex is not None:  # even if the spider caught it and went on
+            raise TooComplex(response.too_complex)
         out.found += response.links_found
         return out
+
+    def refusal(self, req: Request) -> str | None:
+        """Why the store cannot take ``req`` as a request of this spider, or None."""
+        if not isinstance(req.href, str) or not isinstance(req.base, str | None):
+            return f"a Request URL must be a string, not {type(req.href).__name__}"
+        name = req.callback_name
+        if name is not None and not callable(getattr(self.spider, name, None)):
+            return f"unknown callback {name!r}"
+        if req.meta and (kind := jsonsafe.lenient_problem(req.meta)) is not None:
+            return f"meta that cannot be stored ({kind})"
+        return None
 
     def sample(self, response: Response, callback: str | None) -> tuple[int, int]:
         """What the callback gets out of ``response``, keeping none of it: (items, links). Links

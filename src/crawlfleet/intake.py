@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from crawlfleet.errors import UsageError
 from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
-from crawlfleet.urls import credentials_by_origin
+from crawlfleet.urls import credentials_by_origin, mask_credentials
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -119,6 +119,12 @@ def prepare(
         raise UsageError(f"spider {spider_cls.__name__}.start_requests failed: {line}") from None
     if not seeds:
         raise UsageError(f"spider {spider_cls.__name__} has no start_urls (nor start_requests)")
+    for seed in seeds:  # at start, not after the fetch: the store keeps callbacks by name
+        if seed.callback is not None and not callable(getattr(spider, seed.callback, None)):
+            raise UsageError(
+                f"spider {spider_cls.__name__} has no callback {seed.callback!r} "
+                f"(named by its start request {mask_credentials(seed.url)})"
+            )
     return Intake(_spec(name, spider_ref, spider_cls, settings, job_settings), seeds, spider_cls)
 
 

@@ -148,6 +148,8 @@ class JobContexts:
     async def _open(self, runtime: JobRuntime) -> JobContext:
         spider = runtime.spider_cls
         s = self.settings.for_spider(spider.custom_settings, spider.name)
+        runtime.max_yields = s.worker.max_yields_per_page
+        runtime.parse_timeout = s.worker.parse_timeout
         raw = await self.raw_store(s)  # first: it may fail, and then nothing is left open
         fetch_settings = FetchSettings(
             timeout=s.fetch_timeout,

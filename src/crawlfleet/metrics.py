@@ -117,6 +117,12 @@ class WorkerMetrics:
         self.links_dropped = Counter(
             "crawlfleet_links_dropped", "Links over a page's max_links_per_page", job, registry=r
         )
+        self.refused = Counter(
+            "crawlfleet_requests_refused",
+            "Requests a spider yielded that the crawl cannot use (bad URL, unknown callback)",
+            job,
+            registry=r,
+        )
         self.request_attempts = Histogram(
             "crawlfleet_request_attempts",
             "Attempts a request took, observed when it finished here",
@@ -163,6 +169,7 @@ class WorkerMetrics:
             (self.traps, e.traps),
             (self.robots_filtered, e.robots_dropped),
             (self.links_dropped, e.links_dropped),
+            (self.refused, e.refused),
             (self.duplicates, int(e.duplicate)),
             (self.gone, int(e.gone)),
             (self.retries, int(e.retry)),

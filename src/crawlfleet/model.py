@@ -83,6 +83,8 @@ class DeadReason(StrEnum):
     WORKER_LOST = "worker_lost"
     TRAP = "trap"
     PARSE_ERROR = "parse_error"
+    TOO_COMPLEX = "too_complex"
+    TOO_MANY_ITEMS = "too_many_items"
     ADDRESS_REFUSED = "address_refused"
     BLOCKED = "blocked"
     TOO_MANY_REDIRECTS = "too_many_redirects"

@@ -126,6 +126,11 @@ class Response:
 
     #: most bytes handed to lexbor; see the module docstring (change on the class to tune)
     max_parse_size: ClassVar[int] = 4 * 1024 * 1024
+    #: deepest element nesting a page is parsed with, and most parse work (the sum of the
+    #: nesting depths of its start tags); past either, selectors raise ``TooComplex`` and the
+    #: page ends ``dead(too_complex)`` (see ``crawlfleet.nesting``)
+    max_nesting: ClassVar[int] = 1000
+    max_parse_work: ClassVar[int] = 100_000_000
 
     __slots__ = (
         "_base_url",
@@ -182,6 +187,11 @@ class Response:
         return f"<Response {self.status} {mask_credentials(self.url)}>"
 
     @property
+    def too_complex(self) -> str | None:
+        """Why this page was refused a tree (too deep, too costly to parse), if it was."""
+        return self._doc.too_complex if self._doc is not None else None
+
+    @property
     def links_found(self) -> int:
         """Links ``follow_all`` found on this page so far (before leaving out those the crawl
         judged already): what the page offered, whatever was new."""
@@ -233,7 +243,8 @@ class Response:
                 markup: bytes | str = self.body[start : start + self.max_parse_size]
             else:
                 markup = self.text[: self.max_parse_size]
-            self._doc = Document(markup, text, self.url)
+            limits = (self.max_nesting, self.max_parse_work)
+            self._doc = Document(markup, text, self.url, limits)
         return self._doc
 
     def css(self, query: str) -> SelectorList:

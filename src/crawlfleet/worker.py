@@ -50,6 +50,8 @@ JOB_LIST_TTL = 1.0
 IDLE_WAIT = 0.25
 #: least seconds between two leases of an idle worker (many idle workers woken at once)
 IDLE_LEASE_GAP = 0.01
+#: least seconds before a report the store could not take is tried again
+REPORT_RETRY = 1.0
 #: a worker holding more leases than this lets a small report gather for ``report_interval``
 GATHER_ABOVE = 16
 
@@ -342,8 +344,46 @@ class Worker:
         self._reporting += 1  # the batch is neither pending nor settled until this returns
         try:
             await self._report(batch)
+        except StoreError as exc:  # the store is away: the batch waits for the next report
+            log.warning("could not report %d results: %s; trying again", len(batch), exc)
+            self._requeue(batch)  # first: a drain cut short still finds it pending
+            await asyncio.sleep(max(self.settings.report_interval, REPORT_RETRY))
+        except Exception:  # a verdict the store cannot take must not stop the others
+            log.exception("a report of %d results failed: reporting them one by one", len(batch))
+            await self._report_alone(batch)
         finally:
             self._reporting -= 1
+
+    async def _report_alone(self, batch: _Pending) -> None:
+        """Report each verdict of a refused batch alone; a page whose output is still refused
+        is completed with its records quarantined (``store_refused``) and its links dropped."""
+        singles = [_Pending(done=[d]) for d in batch.done]
+        singles += [_Pending(failed=[f]) for f in batch.failed]
+        for single in singles:
+            try:
+                await self._report(single)
+                continue
+            except StoreError:  # the store is away now: this one waits for the next report
+                self._requeue(single)
+                continue
+            except Exception as exc:
+                log.error("a result the store refused: %s", _line(exc))
+                if not single.done:
+                    continue  # a failure it refused: the lease expires and is rescued
+                completion, rt = single.done[0]
+                single = _Pending(done=[(_contained(completion, exc), rt)])
+            try:
+                await self._report(single)
+            except StoreError:
+                self._requeue(single)
+            except Exception as exc:  # the lease expires and the request is fetched again
+                log.error("a page's completion the store refused: %s", _line(exc))
+
+    def _requeue(self, batch: _Pending) -> None:
+        """Put ``batch`` back in front of what is pending, for the next report."""
+        self._pending.done[:0] = batch.done
+        self._pending.failed[:0] = batch.failed
+        self._has_pending.set()
 
     async def _report(self, batch: _Pending) -> None:
         # snapshot durable before ack: a crash after this point refetches, never loses
@@ -439,6 +479,21 @@ class Worker:
             task = self._task_of.pop(lease_id, None)
             if task is not None:
                 task.cancel()
+
+
+def _contained(completion: Completion, exc: BaseException) -> Completion:
+    """``completion`` with its records quarantined (the store refused them) and no links."""
+    from dataclasses import replace
+
+    from crawlfleet.frontier.common import refused_record
+
+    quarantined = [*completion.quarantined, *(refused_record(r, exc) for r in completion.records)]
+    return replace(completion, records=(), quarantined=quarantined, discovered=())
+
+
+def _line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def describe(lease: Lease) -> str:

@@ -298,6 +298,35 @@ async def auth(request: web.Request) -> web.StreamResponse:
     return web.Response(text=f"<html><title>{tail}</title></html>", content_type="text/html")
 
 
+def nested_page(levels: int) -> bytes:
+    """A page whose one paragraph sits ``levels`` ``<div>`` elements deep."""
+    return (
+        b"<html><body>"
+        + b"<div>" * levels
+        + b"<p class=deep>found</p>"
+        + b"</div>" * levels
+        + b"</body></html>"
+    )
+
+
+async def deep(request: web.Request) -> web.StreamResponse:
+    """``/deep?levels=N``: N nested ``<div>`` around ``<p class=deep>`` (parsers pay for depth)."""
+    body = nested_page(int(request.query.get("levels", 5000)))
+    return web.Response(body=body, content_type="text/html")
+
+
+async def latin1_header(request: web.Request) -> web.StreamResponse:
+    """A page with ``X-Name: caf\\xe9``: one byte that is not UTF-8 in a header, written raw."""
+    assert request.transport is not None
+    body = b"<html><body><h1>latin-1 header</h1></body></html>"
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Name: caf\xe9\r\n"
+    head += b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+    request.transport.write(head + body)
+    response = web.StreamResponse()
+    request.transport.close()
+    return response
+
+
 def _hang_up(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
     # Abort (RST) so the client sees the cut now; aiohttp then skips finishing the response.
     assert request.transport is not None
@@ -399,6 +428,8 @@ def make_app(site: HostileSite) -> web.Application:
     app.router.add_get("/links/leaf/{i}", leaf)
     app.router.add_get("/leaf", leaf)
     app.router.add_get("/auth/{tail:.*}", auth)
+    app.router.add_get("/deep", deep)
+    app.router.add_get("/latin1-header", latin1_header)
     return app
 
 

@@ -235,3 +235,16 @@ def test_quarantine_rows(tmp_path: Path) -> None:
     assert first["_url"] == "https://s/1"
     assert second["_data"] == 42
     assert second["_errors"] == errors
+
+
+def test_dumps__nan_and_infinity_are_written_as_null_never_bare() -> None:
+    from crawlfleet.data.export import _dumps
+
+    row = {"a": float("nan"), "b": [float("inf"), 1.5], "c": {"d": float("-inf")}, "e": "caf\udce9"}
+    assert json.loads(_dumps(row, ascii=True)) == {
+        "a": None,
+        "b": [None, 1.5],
+        "c": {"d": None},
+        "e": "caf\udce9",
+    }
+    assert "NaN" not in _dumps(row) and "Infinity" not in _dumps(row)

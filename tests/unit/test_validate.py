@@ -161,3 +161,62 @@ def test_invalid_from_exception() -> None:
     assert result.errors[0]["msg"] == "Value error, placeholder name"
     json.dumps(result.errors)
     assert invalid_from_exception(caught.value, data={"b": b"\xff"}).data == {"b": "_w=="}
+
+
+# -- hostile values: every record ends Valid and storable, or Invalid with a named reason -----
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    top: dict[str, Any] = {}
+    node = top
+    for _ in range(levels):
+        node["x"] = {}
+        node = node["x"]
+    return top
+
+
+class Priced(BaseModel):
+    name: str
+    price: float
+
+
+class PricedInf(BaseModel):
+    model_config = {"allow_inf_nan": True}
+    name: str
+    price: float
+
+
+@pytest.mark.parametrize(
+    ("model", "obj", "kind"),
+    [
+        (None, {"name": "caf\udce9"}, "lone_surrogate"),
+        (None, {"caf\udce9": 1}, "invalid_value"),
+        (None, {"name": "a\x00b"}, "nul_character"),
+        (None, {"price": float("nan")}, "non_finite_number"),
+        (None, {"price": [1.0, float("-inf")]}, "non_finite_number"),
+        (Priced, {"name": "x", "price": float("inf")}, "non_finite_number"),
+        (Priced, {"name": "x", "price": "NaN"}, "non_finite_number"),
+        (None, _deep(5_000), "invalid_value"),
+        (None, _deep(150), "too_deep"),
+        (None, {"blob": b"\xe9\xff"}, "invalid_value"),
+        (Priced, {"name": b"\xe9\xff", "price": 1}, "string_unicode"),
+        (Priced, {"name": "caf\udce9", "price": 1}, "lone_surrogate"),
+    ],
+)
+def test_check__hostile_values_are_quarantined_with_a_named_reason_and_storable(
+    model: type[BaseModel] | None, obj: dict[str, Any], kind: str
+) -> None:
+    got = RecordValidator(model, None).check(obj, page_url=PAGE, position=0)
+    assert isinstance(got, Invalid)
+    assert kind in {e["type"] for e in got.errors}
+    # what goes to quarantine is strict JSON, UTF-8 clean
+    text = json.dumps([got.data, got.errors], allow_nan=False, ensure_ascii=False)
+    text.encode("utf-8")
+    assert "\\u0000" not in text
+
+
+def test_check__nan_allowed_by_the_model_is_stored_as_null() -> None:
+    got = RecordValidator(PricedInf, None).check(
+        {"name": "x", "price": float("nan")}, page_url=PAGE, position=0
+    )
+    assert got == Valid(f"{PAGE}#0", {"name": "x", "price": None})

@@ -84,7 +84,7 @@ def _run(
     """The callback's output through the job runtime a worker uses, or its traceback."""
     import time
 
-    from crawlfleet.errors import ParseError
+    from crawlfleet.errors import ParseError, TooComplex, TooManyItems
     from crawlfleet.extract import JobRuntime, Provenance
     from crawlfleet.model import Job, JobState
     from crawlfleet.spiders import spider_instance
@@ -106,6 +106,9 @@ def _run(
             fetched_at=page.fetched_at,
             warc=Provenance(),
         )
+    except (TooComplex, TooManyItems) as exc:  # what a crawl ends the page with, by name
+        reason = "too_complex" if isinstance(exc, TooComplex) else "too_many_items"
+        return None, f"error: {reason}: {exc}"
     except ParseError as exc:
         cause = exc.__cause__
         if cause is None:

@@ -84,6 +84,10 @@ class WorkerSettings:
     user_agent: str = DEFAULT_USER_AGENT
     report_interval: float = 0.002
     stats_every: float = 5.0
+    #: most items (records and requests) one page's callback may yield
+    max_yields_per_page: int = 100_000
+    #: most seconds one page's callback may run (it runs off the event loop)
+    parse_timeout: float = 30.0
 
     __repr__ = masked_repr
 

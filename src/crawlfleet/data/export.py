@@ -18,6 +18,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from crawlfleet.data import jsonsafe
 from crawlfleet.errors import UsageError
 from crawlfleet.model import QuarantineRow, RecordRow
 
@@ -127,8 +128,16 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+def _dumps(value: Any, *, ascii: bool = False) -> str:
+    """Strict JSON: never a bare ``NaN`` or ``Infinity`` (null stands in, as pydantic writes
+    them), ``ascii`` escapes what is not (a lone surrogate stays the same value, escaped)."""
+    try:
+        return json.dumps(
+            value, ensure_ascii=ascii, separators=(",", ":"), default=str, allow_nan=False
+        )
+    except ValueError:  # NaN or an infinity, from a store written before they were refused
+        value = jsonsafe.without_inf_nan(value)
+        return json.dumps(value, ensure_ascii=ascii, separators=(",", ":"), default=str)
 
 
 # --- JSONL --------------------------------------------------------------------------------------
@@ -142,7 +151,7 @@ def _write_jsonl(rows: Iterable[dict[str, Any]], tmp: Path) -> int:
             try:
                 out.write(line.encode() + b"\n")
             except UnicodeEncodeError:  # a lone surrogate: escaped JSON is still the same value
-                out.write(json.dumps(row, default=str).encode() + b"\n")
+                out.write(_dumps(row, ascii=True).encode() + b"\n")
             count += 1
     return count
 
@@ -156,7 +165,7 @@ def _write_json(rows: Iterable[dict[str, Any]], tmp: Path) -> int:
             try:
                 line = _dumps(row).encode()
             except UnicodeEncodeError:
-                line = json.dumps(row, default=str).encode()
+                line = _dumps(row, ascii=True).encode()
             out.write((b"\n" if count == 0 else b",\n") + line)
             count += 1
         out.write(b"\n]\n" if count else b"]\n")

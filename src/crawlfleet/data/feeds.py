@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -102,7 +101,7 @@ def _line(row: Mapping[str, Any]) -> bytes:
     try:
         return _dumps(row).encode()
     except UnicodeEncodeError:  # a lone surrogate: escaped JSON is still the same value
-        return json.dumps(row, default=str).encode()
+        return _dumps(row, ascii=True).encode()
 
 
 class _JsonLines:

@@ -15,11 +15,14 @@ that page.
 from __future__ import annotations
 
 import json
+import reprlib
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from crawlfleet.data import jsonsafe
 
 __all__ = ["Invalid", "RecordValidator", "Valid", "invalid_from_exception"]
 
@@ -59,6 +62,10 @@ class RecordValidator:
             (item_key,) if isinstance(item_key, str) else tuple(item_key) if item_key else None
         )
         # A typo in item_key would quarantine every record: refuse it up front.
+        config = model.model_config if model is not None else {}
+        #: NaN and infinities are refused unless the model says ``allow_inf_nan=True`` itself
+        self.allow_inf_nan = config.get("allow_inf_nan") is True
+        self.inf_nan_as_strings = config.get("ser_json_inf_nan") == "strings"
         for name in self.key_fields or ():
             if model is not None and name not in model.model_fields:
                 raise ValueError(f"item_key field {name!r} is not a field of {model.__name__}")
@@ -67,10 +74,21 @@ class RecordValidator:
         """Validate ``obj`` (a dict or a model instance) yielded at ``position`` on ``page_url``.
 
         ``page_url`` must be canonical: it makes the key of records without an ``item_key``.
+        Never raises: whatever ``obj`` holds (bytes, a 5,000-deep dict, a lone surrogate, NaN)
+        ends as a Valid record every store can write or an Invalid one with a named reason.
         """
-        data = self._validate(obj)
+        try:
+            data = self._validate(obj)
+        except (ValueError, TypeError, RecursionError, UnicodeError) as exc:
+            data = _invalid(obj, "invalid_value", _line(exc))
         if isinstance(data, Invalid):
             return data
+        found = jsonsafe.problem(data, allow_inf_nan=self.allow_inf_nan)
+        if found is not None:
+            kind, loc, msg = found
+            return Invalid(jsonsafe.repair(data), [{"type": kind, "loc": loc, "msg": msg}])
+        if self.allow_inf_nan:
+            data = jsonsafe.without_inf_nan(data, as_strings=self.inf_nan_as_strings)
         if self.key_fields is None:
             return Valid(f"{page_url}#{position}", data)
         key = _key(data, self.key_fields)
@@ -95,8 +113,7 @@ class RecordValidator:
         except ValidationError as exc:
             return invalid_from_exception(exc, data=obj)
         except PydanticSerializationError as exc:
-            error: dict[str, Any] = {"type": "serialization_error", "loc": [], "msg": str(exc)}
-            return Invalid(_json_safe(obj), [error])
+            return _invalid(obj, "serialization_error", str(exc))
 
 
 def invalid_from_exception(exc: ValidationError, *, data: Any = None) -> Invalid:
@@ -104,8 +121,23 @@ def invalid_from_exception(exc: ValidationError, *, data: Any = None) -> Invalid
 
     ``data`` is what failed, if the caller has it; errors keep their ``input``, JSON-safe.
     """
-    errors: list[dict[str, Any]] = json.loads(exc.json(include_url=False))
-    return Invalid(_json_safe(data), errors)
+    try:
+        errors: list[dict[str, Any]] = json.loads(exc.json(include_url=False))
+    except (ValueError, TypeError, RecursionError):  # an input JSON cannot show (bytes, ...)
+        errors = [
+            {k: _json_safe(v) for k, v in e.items() if k != "url"}
+            for e in exc.errors(include_url=False)
+        ]
+    return Invalid(_json_safe(data), jsonsafe.repair(errors))
+
+
+def _invalid(obj: Any, kind: str, msg: str) -> Invalid:
+    return Invalid(_json_safe(obj), [{"type": kind, "loc": [], "msg": msg}])
+
+
+def _line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
 
 
 def _as_json(obj: dict[Any, Any] | BaseModel) -> dict[str, Any]:
@@ -148,8 +180,14 @@ def _not_a_record(obj: Any) -> Invalid:
 
 
 def _json_safe(obj: Any) -> Any:
-    """``obj`` as JSON-ready values, with ``repr`` standing in for what has no JSON form."""
+    """``obj`` as storable JSON values (:func:`jsonsafe.repair`), with a short ``repr`` standing
+    in for what has no JSON form."""
     try:
-        return to_jsonable_python(obj, fallback=repr, bytes_mode="base64")
-    except (PydanticSerializationError, ValueError, TypeError):
-        return repr(obj)
+        data = to_jsonable_python(obj, fallback=_short_repr, bytes_mode="base64")
+    except (PydanticSerializationError, ValueError, TypeError, RecursionError):
+        data = _short_repr(obj)
+    return jsonsafe.repair(data)
+
+
+def _short_repr(obj: Any) -> str:
+    return reprlib.repr(obj)  # bounded in depth and length, whatever obj is

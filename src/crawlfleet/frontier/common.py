@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from crawlfleet.data import jsonsafe
 from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings
 from crawlfleet.frontier.ports import QuarantineItem
 from crawlfleet.model import (
@@ -63,6 +64,7 @@ __all__ = [
     "quarantine_values",
     "record_from_row",
     "record_values",
+    "refused_record",
     "request_values",
 ]
 
@@ -91,12 +93,13 @@ def request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
 
 
 def quarantine_values(job_id: int, q: QuarantineRow) -> tuple[Any, ...]:
-    """A quarantined record's columns, in the order of ``insert_quarantine``."""
+    """A quarantined record's columns, in the order of ``insert_quarantine`` (its data and
+    errors repaired: a quarantine row can always be written)."""
     return (
         job_id,
-        q.url,
-        dumps(q.data),
-        dumps(q.errors),
+        jsonsafe.repair(q.url),
+        jsonsafe.dumps(jsonsafe.repair(q.data)),
+        jsonsafe.dumps(jsonsafe.repair(q.errors)),
         q.fetched_at,
         q.warc_file,
         q.warc_record_id,
@@ -161,9 +164,32 @@ def dead_from_row(row: Sequence[Any], history: Sequence[AttemptRow] = ()) -> Dea
 
 
 def record_values(r: RecordRow) -> tuple[Any, ...]:
-    """A record's columns after its job and key, in the order of ``upsert_record(s)``."""
+    """A record's columns after its job and key, in the order of ``upsert_record(s)``.
+
+    Raises :class:`~crawlfleet.data.jsonsafe.Unstorable` for a record no store takes as it is
+    (the caller quarantines it: :func:`refused_record`)."""
+    for text in (r.key, r.url):
+        if jsonsafe.problem(text) is not None:
+            raise jsonsafe.Unstorable("unstorable_text", "the record key or URL is not UTF-8 text")
     return (
-        dumps(r.data),
+        jsonsafe.dumps(r.data),
+        r.url,
+        r.fetched_at,
+        r.warc_file,
+        r.warc_record_id,
+        r.warc_refers_to_file,
+        r.warc_refers_to,
+    )
+
+
+def refused_record(r: RecordRow, exc: BaseException) -> QuarantineRow:
+    """The quarantine row of a record the store refused (``store_refused``, and why)."""
+    kind = getattr(exc, "kind", type(exc).__name__)
+    line = (str(exc).strip().splitlines() or [""])[0][:300]
+    error = {"type": "store_refused", "loc": [], "msg": f"{kind}: {line}", "input": r.key}
+    return QuarantineRow(
+        r.data,
+        [error],
         r.url,
         r.fetched_at,
         r.warc_file,

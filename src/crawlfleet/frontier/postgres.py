@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from crawlfleet.data.jsonsafe import Unstorable
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
@@ -35,6 +37,7 @@ from crawlfleet.frontier.common import (
     quarantine_values,
     record_from_row,
     record_values,
+    refused_record,
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
@@ -79,6 +82,7 @@ from crawlfleet.urls import mask_credentials
 T = TypeVar("T")
 Q = queries("postgres")
 Conn = Any  # asyncpg.Connection (asyncpg ships no type hints)
+log = logging.getLogger("crawlfleet.store")
 
 #: milliseconds a session may sit idle inside a transaction before the server ends it
 IDLE_IN_TRANSACTION_MS = 30_000
@@ -552,21 +556,19 @@ class PostgresFrontier:
         # fenced leases are missing here: nothing they sent is written
         job_of = {r[0]: r[1] for r in rows}
         done = [c for c in items if c.lease.id in job_of]
-        records: dict[tuple[int, str], tuple[Any, ...]] = {}
-        for c in done:
-            for r in c.records:  # the last row of one key wins, as with sequential upserts
-                records[(job_of[c.lease.id], r.key)] = record_values(r)
-        if records:
-            keys = sorted(records)
-            await conn.execute(
-                Q["upsert_records"],
-                now,
-                *_columns(keys, 2),
-                *_columns((records[k] for k in keys), 7),
-            )
+        records: dict[tuple[int, str], tuple[tuple[Any, ...], RecordRow]] = {}
         quarantined = [
             quarantine_values(job_of[c.lease.id], q) for c in done for q in c.quarantined
         ]
+        for c in done:
+            job_id = job_of[c.lease.id]
+            for r in c.records:  # the last row of one key wins, as with sequential upserts
+                try:
+                    records[(job_id, r.key)] = (record_values(r), r)
+                except Unstorable as exc:  # one bad record is quarantined, never the batch
+                    quarantined.append(quarantine_values(job_id, refused_record(r, exc)))
+        if records:
+            await self._upsert_records(conn, now, records, quarantined)
         if quarantined:
             await conn.execute(Q["insert_quarantine"], *_columns(quarantined, 9))
         contents = sorted(
@@ -592,6 +594,34 @@ class PostgresFrontier:
         if rows:
             await self._notify(conn)
         return set(job_of)
+
+    @staticmethod
+    async def _upsert_records(
+        conn: Conn,
+        now: float,
+        records: dict[tuple[int, str], tuple[tuple[Any, ...], RecordRow]],
+        quarantined: list[tuple[Any, ...]],
+    ) -> None:
+        """Write the batch's records in one statement; if the server refuses it, one by one, each
+        in a savepoint: a record it refuses is quarantined with its reason, the others go in."""
+        keys = sorted(records, key=lambda k: (k[0], str(k[1])))  # lock order, whatever the key
+
+        async def write(some: list[tuple[int, str]]) -> None:
+            values = (records[k][0] for k in some)
+            await conn.execute(Q["upsert_records"], now, *_columns(some, 2), *_columns(values, 7))
+
+        try:
+            async with conn.transaction():  # a savepoint: a refusal leaves the rest standing
+                await write(keys)
+            return
+        except (asyncpg.DataError, ValueError, UnicodeError) as first:
+            log.warning("a record batch was refused (%s): writing its records one by one", first)
+        for key in keys:
+            try:
+                async with conn.transaction():
+                    await write([key])
+            except (asyncpg.DataError, ValueError, UnicodeError) as exc:
+                quarantined.append(quarantine_values(key[0], refused_record(records[key][1], exc)))
 
     async def _pace(
         self,

@@ -9,6 +9,7 @@ transaction that tries to upgrade to a writer half way through.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from collections import Counter
@@ -18,6 +19,7 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Any, TypeVar
 
+from crawlfleet.data.jsonsafe import Unstorable
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
@@ -35,6 +37,7 @@ from crawlfleet.frontier.common import (
     quarantine_values,
     record_from_row,
     record_values,
+    refused_record,
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
@@ -76,6 +79,7 @@ from crawlfleet.policy.traps import budget_keys, over_budget
 from crawlfleet.routes.pools import DIRECT
 
 T = TypeVar("T")
+log = logging.getLogger("crawlfleet.store")
 Q = queries("sqlite")
 
 #: the base schema (the ``schema`` block) is version 1; ``migration_NNNN_x`` blocks follow it
@@ -495,6 +499,7 @@ class SQLiteFrontier:
         accepted: set[int] = set()
         freed: Counter[tuple[str, str]] = Counter()
         records: list[tuple[Any, ...]] = []
+        stored: list[RecordRow] = []  # the records' rows, in the order of ``records``
         quarantined: list[tuple[Any, ...]] = []
         contents: list[tuple[Any, ...]] = []
         discovered: dict[int, list[NewRequest]] = {}
@@ -517,14 +522,19 @@ class SQLiteFrontier:
             done.append((c.status, now, c.lease.id))
             freed[lane] += 1
             events.setdefault(lane, []).append(pace.event_of_completion(c))
-            records.extend((job_id, r.key, *record_values(r), now) for r in c.records)
+            for r in c.records:
+                try:
+                    records.append((job_id, r.key, *record_values(r), now))
+                    stored.append(r)
+                except Unstorable as exc:  # one bad record is quarantined, never the batch
+                    quarantined.append(quarantine_values(job_id, refused_record(r, exc)))
             quarantined.extend(quarantine_values(job_id, q) for q in c.quarantined)
             if c.content_hash is not None:
                 contents.append((job_id, c.content_hash, c.lease.id))
             if c.discovered:
                 discovered.setdefault(job_id, []).extend(c.discovered)
         db.executemany(Q["complete"], done)
-        db.executemany(Q["upsert_record"], records)
+        self._upsert_records(db, records, stored, quarantined)
         db.executemany(Q["insert_quarantine"], quarantined)
         db.executemany(Q["insert_content"], contents)
         db.executemany(Q["note_duplicate"], contents)
@@ -535,6 +545,26 @@ class SQLiteFrontier:
         if accepted:
             db.execute(Q["work_changed"])
         return accepted
+
+    @staticmethod
+    def _upsert_records(
+        db: sqlite3.Connection,
+        records: list[tuple[Any, ...]],
+        rows: list[RecordRow],
+        quarantined: list[tuple[Any, ...]],
+    ) -> None:
+        """Write the batch's records; one the database refuses is quarantined with its reason,
+        the others go in (a failed statement leaves the transaction open in SQLite)."""
+        try:
+            db.executemany(Q["upsert_record"], records)
+            return
+        except (sqlite3.Error, ValueError, OverflowError) as first:
+            log.warning("a record batch was refused (%s): writing its records one by one", first)
+        for values, row in zip(records, rows, strict=True):
+            try:
+                db.execute(Q["upsert_record"], values)
+            except (sqlite3.Error, ValueError, OverflowError) as exc:
+                quarantined.append(quarantine_values(values[0], refused_record(row, exc)))
 
     def _pace(
         self,
