@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
+from crawlfleet.cache import DEFAULT_CACHE_MEMORY
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import TrapRules
 
@@ -81,6 +82,7 @@ class WorkerSettings:
     user_agent: str = DEFAULT_USER_AGENT
     report_interval: float = 0.002
     stats_every: float = 5.0
+    cache_memory: int = DEFAULT_CACHE_MEMORY  # bytes for each job's caches (crawlfleet.cache)
 
     __repr__ = masked_repr
 

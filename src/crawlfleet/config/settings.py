@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from crawlfleet.cache import MIN_CACHE_MEMORY
 from crawlfleet.config.keys import SECTIONS, check_queue, convert, resolve_key
 from crawlfleet.config.sections import (
     DEFAULT_QUEUE,
@@ -61,6 +62,11 @@ class Settings:
             raise ConfigError("concurrency and lease_batch must be at least 1")
         if w.stats_every <= 0:
             raise ConfigError("worker.stats_every must be more than 0 seconds")
+        if w.cache_memory < MIN_CACHE_MEMORY:
+            raise ConfigError(
+                f"worker.cache_memory must be at least {MIN_CACHE_MEMORY} bytes (1 MiB), "
+                f"not {w.cache_memory}"
+            )
         check_raw_url(self.store.raw)
         self.pacing_config()
         return self
