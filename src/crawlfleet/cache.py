@@ -86,8 +86,9 @@ class BoundedSet(Generic[K]):
         return False
 
     def add(self, key: K) -> None:
-        if key not in self:
-            self._put(key)
+        # a key of the old generation may be added to the new one too: each holds at most
+        # half the capacity, and the old copy goes when its generation does
+        self._put(key)
 
     def _put(self, key: K) -> None:
         new = self._new
@@ -103,6 +104,7 @@ class BoundedSet(Generic[K]):
         self._new, self._old = set(), set()
 
     def __len__(self) -> int:
+        """Keys held, a key in both generations counted twice (at most ``capacity``)."""
         return len(self._new) + len(self._old)
 
 

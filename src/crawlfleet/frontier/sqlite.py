@@ -85,6 +85,8 @@ MIGRATIONS = sorted(
 SCHEMA_VERSION = MIGRATIONS[-1][0] if MIGRATIONS else 1
 #: seconds between passive WAL checkpoints of one process (see _maybe_checkpoint)
 CHECKPOINT_EVERY = 1.0
+#: bytes a WAL file keeps after a checkpoint (PRAGMA journal_size_limit)
+WAL_SIZE_LIMIT = 64 << 20
 #: seconds a writer waits for the write lock before giving up
 BUSY_TIMEOUT = 60.0
 #: seconds between two looks of an idle worker at whether another process committed
@@ -186,6 +188,9 @@ class SQLiteFrontier:
             # reads in WAL mode never wait; writers wait in _begin_immediate
             db.execute("PRAGMA busy_timeout=0")
             db.execute("PRAGMA wal_autocheckpoint=0")
+            # after a checkpoint caught up, a WAL that grew past this is cut back to it (a
+            # burst of enqueues must not leave a file of gigabytes behind)
+            db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             db.execute("PRAGMA temp_store=MEMORY")
             db.execute("PRAGMA cache_size=-65536")
             db.executescript(Q["schema"])

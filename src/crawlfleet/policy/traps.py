@@ -54,6 +54,10 @@ def check_url(url: str, depth: int, rules: TrapRules) -> str | None:
         return "depth"
     if len(url) > rules.max_url_length:
         return "url_length"
+    # "scheme://" holds two slashes: a URL with few more has too few segments to repeat any
+    slashes = url.count("/") - 2
+    if slashes <= rules.max_repeated_segments and slashes <= rules.max_path_segments:
+        return None
     segments = _path_segments(url)
     if len(segments) > rules.max_path_segments:
         return "path_segments"
