@@ -19,7 +19,8 @@ its second half), peak and last RSS of the biggest worker, worker CPU ms per pag
 size and bytes per queued request, and the ratios discovery/shop and discovery/known.
 
 PostgreSQL from ``CRAWLFLEET_BENCH_PG`` (a schema per run, dropped afterwards). ``--src`` runs the
-workers from another source tree (a before/after comparison in one sitting).
+workers from another source tree (a before/after comparison in one sitting); ``--cache-memory``
+sets the workers' ``[worker] cache_memory``.
 """
 
 from __future__ import annotations
@@ -198,6 +199,8 @@ def crawl(site: str, backend: str, workers: int, args: argparse.Namespace) -> Ru
     server, base = start_server(server_args)
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{site}-"))
     store = Store(backend, tmp, f"{site}_{workers}")
+    if args.cache_memory:
+        (tmp / "crawlfleet.toml").write_text(f"[worker]\ncache_memory = {args.cache_memory}\n")
     env = {**os.environ, "BENCH_SITE_URL": base + "/"}
     if args.src:
         env["PYTHONPATH"] = os.pathsep.join([args.src, env.get("PYTHONPATH", "")])
@@ -304,6 +307,7 @@ def main() -> None:
     p.add_argument("--links", type=int, default=50, help="links per page of the generator site")
     p.add_argument("--products", type=int, default=5_000, help="products of the demo shop")
     p.add_argument("--src", help="run the workers from this source tree")
+    p.add_argument("--cache-memory", type=int, help="[worker] cache_memory of the workers (bytes)")
     p.add_argument("--json", help="write the samples to this file")
     args = p.parse_args()
     runs = []

@@ -345,16 +345,17 @@ class SQLiteFrontier:
         new = db.execute(Q["new_requests"], (after_id,)).fetchall()
         if not new:
             return
+        keys_of = [budget_keys(url, domain, defaults.traps) for _, url, domain in new]
         keys: dict[str, set[str]] = {}
-        for _, url, domain in new:
-            for kind, key in budget_keys(url, domain, defaults.traps):
+        for row_keys in keys_of:
+            for kind, key in row_keys:
                 keys.setdefault(kind, set()).add(key)
         used = {
             (kind, key): n
             for k, ks in keys.items()
             for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, dumps(sorted(ks))))
         }
-        trapped, counts = over_budget(new, used, defaults.traps)
+        trapped, counts = over_budget(new, used, defaults.traps, keys_of)
         db.executemany(
             Q["trap_request"], [(f"trap: {why}", now, rid) for rid, why in trapped.items()]
         )

@@ -56,7 +56,8 @@ def check_url(url: str, depth: int, rules: TrapRules) -> str | None:
         return "url_length"
     # "scheme://" holds two slashes: a URL with few more has too few segments to repeat any
     slashes = url.count("/") - 2
-    if slashes <= rules.max_repeated_segments and slashes <= rules.max_path_segments:
+    fewer = slashes <= rules.max_repeated_segments and slashes <= rules.max_path_segments
+    if fewer and "://" in url:
         return None
     segments = _path_segments(url)
     if len(segments) > rules.max_path_segments:
@@ -155,18 +156,21 @@ def over_budget(
     new: Sequence[tuple[int, str, str]],
     used: Mapping[tuple[str, str], int],
     rules: TrapRules,
+    keys_of: Sequence[list[tuple[str, str]]] | None = None,
 ) -> tuple[dict[int, str], dict[tuple[str, str], int]]:
     """Which new requests ``(id, url, domain)`` exceed their host or pattern budget, in order.
 
-    ``used`` holds the counters as stored (missing: 0). Returns ``{id: reason}`` for those over
-    budget (reason ``"host_budget"`` or ``"pattern_budget"``) and the new counter values of the
-    keys that changed. A request over budget does not use up any budget.
+    ``used`` holds the counters as stored (missing: 0); ``keys_of``, the :func:`budget_keys` of
+    each request in ``new`` where the caller computed them already (for the counters to read).
+    Returns ``{id: reason}`` for those over budget (reason ``"host_budget"`` or
+    ``"pattern_budget"``) and the new counter values of the keys that changed. A request over
+    budget does not use up any budget.
     """
     limits = {"host": rules.host_page_budget, "pattern": rules.pattern_budget}
     counts: dict[tuple[str, str], int] = {}
     trapped: dict[int, str] = {}
-    for rid, url, domain in new:
-        keys = budget_keys(url, domain, rules)
+    for i, (rid, url, domain) in enumerate(new):
+        keys = keys_of[i] if keys_of is not None else budget_keys(url, domain, rules)
         over = next((k for k in keys if counts.get(k, used.get(k, 0)) >= (limits[k[0]] or 0)), None)
         if over is not None:
             trapped[rid] = f"{over[0]}_budget"
