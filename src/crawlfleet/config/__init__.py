@@ -21,6 +21,7 @@ optional; an unknown key or section is an error that names the nearest known one
     max_redirects = 20
     user_agent = "crawlfleet/0.1"
     stats_every = 5.0         # seconds between a worker's reports of its counters to the store
+    cache_memory = 67108864   # bytes of in-memory caches per job (64 MiB; at least 1 MiB)
 
     [retry]
     base = 2.0                # first backoff, doubled per attempt, with jitter
