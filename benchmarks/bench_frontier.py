@@ -1,8 +1,15 @@
-"""Frontier throughput, both backends: batched enqueue, lease + complete with 1 and 8 processes.
+"""Frontier throughput, both backends: batched enqueue, lease + complete with 1 and 8 processes;
+and with ``--queued``, latency against the size of the queue.
 
 Run: ``.venv/bin/python benchmarks/bench_frontier.py [--n 100000] [--backends sqlite,postgres]``
 (PostgreSQL from ``CRAWLFLEET_BENCH_PG``, default ``postgresql://postgres@127.0.0.1:5432/test``;
-the benchmark works in its own database, dropped at the end).
+the benchmark works in a schema of its own there, dropped at the end).
+
+``--queued 10000,1000000``: for each size, a fresh store bulk-enqueued with that many requests
+(batches of 10,000), then rounds of ``lease(100)``, ``complete`` of those 100 and ``enqueue`` of
+100 new URLs: p50 and p99 milliseconds of each verb, the store's size on disk (SQLite: the file
+and its WAL; PostgreSQL: the schema's tables, indexes and TOAST) and bytes per queued request,
+and the query plans of the lease's pick, the completion and the enqueue at that size.
 
 Every figure is rows per second of wall time:
 
@@ -25,11 +32,13 @@ import hashlib
 import multiprocessing as mp
 import os
 import secrets
+import statistics
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from crawlfleet.frontier.ports import Frontier
@@ -58,15 +67,17 @@ class Target:
             from crawlfleet.frontier.sqlite import SQLiteFrontier
 
             return SQLiteFrontier(self.url)
+        from crawlfleet.frontier import _split_schema
         from crawlfleet.frontier.postgres import PostgresFrontier
 
-        return PostgresFrontier(self.url, max_size=pool)
+        dsn, schema = _split_schema(self.url)
+        return PostgresFrontier(dsn, schema=schema, max_size=pool)
 
 
-def requests(job: str, start: int, n: int) -> list[NewRequest]:
+def requests(job: str, start: int, n: int, domains: int = DOMAINS) -> list[NewRequest]:
     out = []
     for i in range(start, start + n):
-        domain = f"d{i % DOMAINS}.bench"
+        domain = f"d{i % domains}.bench"
         url = f"http://{domain}/{job}/item/{i}"
         out.append(NewRequest(url, hashlib.blake2b(url.encode(), digest_size=16).digest(), domain))
     return out
@@ -169,12 +180,15 @@ def bench(target: Target, n: int, processes: int) -> dict[str, float]:
 
 
 class PgDatabase:
-    """A throwaway database on the benchmark server."""
+    """A throwaway schema in the benchmark server's database (``?schema=`` of the DSN)."""
 
     def __init__(self, server: str) -> None:
         self.server = server
         self.name = f"crawlfleet_bench_{secrets.token_hex(4)}"
-        self.dsn = urlunsplit(urlsplit(server)._replace(path=f"/{self.name}"))
+        query = urlsplit(server).query
+        self.dsn = urlunsplit(
+            urlsplit(server)._replace(query=(query + "&" if query else "") + f"schema={self.name}")
+        )
 
     def _admin(self, sql: str) -> None:
         import psycopg
@@ -183,11 +197,139 @@ class PgDatabase:
             conn.execute(sql)
 
     def __enter__(self) -> str:
-        self._admin(f'CREATE DATABASE "{self.name}"')
         return self.dsn
 
     def __exit__(self, *exc: object) -> None:
-        self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        self._admin(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
+
+
+# -- latency against the size of the queue ------------------------------------------------------
+
+BULK_BATCH = 10_000
+
+
+def _ms(values: list[float]) -> tuple[float, float]:
+    values = sorted(values)
+    p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+    return statistics.median(values) * 1000, p99 * 1000
+
+
+async def latency(target: Target, queued: int, rounds: int, domains: int) -> dict[str, Any]:
+    store = target.frontier()
+    await store.open()
+    try:
+        # the slots of a domain never cap a batch here (one domain may hold the whole queue)
+        limits = DomainLimits(max_in_flight=10 * LEASE_BATCH, min_delay=0.0)
+        await store.submit_job(JobSpec("big", "bench.py", default_limits=limits))
+        t0 = time.perf_counter()
+        for start in range(0, queued, BULK_BATCH):
+            n = min(BULK_BATCH, queued - start)
+            await store.enqueue("big", requests("big", start, n, domains))
+        bulk = time.perf_counter() - t0
+        times: dict[str, list[float]] = {"lease(100)": [], "complete(100)": [], "enqueue(100)": []}
+        fresh, leased = queued, 0
+        for _ in range(rounds):
+            t = time.perf_counter()
+            leases = await store.lease("w0", LEASE_BATCH, TTL, jobs=["big"])
+            times["lease(100)"].append(time.perf_counter() - t)
+            assert leases, "nothing leased"
+            leased += len(leases)
+            t = time.perf_counter()
+            await store.complete([Completion(x.ref, 200) for x in leases])
+            times["complete(100)"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            await store.enqueue("big", requests("big", fresh, LEASE_BATCH, domains))
+            times["enqueue(100)"].append(time.perf_counter() - t)
+            fresh += LEASE_BATCH
+    finally:
+        await store.close()
+    size = store_size(target)
+    # a lane starts at a few slots (adaptive pacing): with few domains a lease is short
+    out: dict[str, Any] = {"bulk enqueue rows/s": queued / bulk, "leased per call": leased / rounds}
+    for verb, values in times.items():
+        out[f"{verb} p50 ms"], out[f"{verb} p99 ms"] = _ms(values)
+    out["store MB"] = size / 1e6
+    out["bytes per request"] = size / fresh
+    out["plans"] = plans(target) if domains > 1 else {}
+    return out
+
+
+def store_size(target: Target) -> int:
+    if target.backend == "sqlite":
+        return sum(p.stat().st_size for p in Path(target.url).parent.glob("queue.db*"))
+    import psycopg
+
+    schema = target.url.rpartition("schema=")[2]
+    with psycopg.connect(target.url.partition("?")[0], autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+            (schema,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+_PICK = (
+    "SELECT id FROM requests WHERE domain = 'd1.bench' AND state = 'queued' AND ready_at <= 1e12 "
+    "AND job_id IN (1) AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END) "
+    "IN ('http') ORDER BY priority DESC, id LIMIT 100"
+)
+_COMPLETE = "UPDATE requests SET state = 'done' WHERE id IN (5, 6, 7) AND state = 'leased'"
+_NEW = "SELECT id, url, domain FROM requests WHERE id > 999000 AND state = 'queued' ORDER BY id"
+_DUP = "SELECT id FROM requests WHERE job_id = 1 AND fingerprint = x'00'"
+
+
+def plans(target: Target) -> dict[str, str]:
+    """The query plans of the lease's pick of one domain, a completion, the read-back of the
+    new rows of an enqueue and the unique-key probe of an insert, at the store's size."""
+    queries = {"pick": _PICK, "complete": _COMPLETE, "new rows": _NEW, "dedup probe": _DUP}
+    if target.backend == "sqlite":
+        import sqlite3
+
+        db = sqlite3.connect(target.url)
+        try:
+            return {
+                name: "; ".join(str(r[3]) for r in db.execute("EXPLAIN QUERY PLAN " + q))
+                for name, q in queries.items()
+            }
+        finally:
+            db.close()
+    import psycopg
+
+    schema = target.url.rpartition("schema=")[2]
+    out = {}
+    with psycopg.connect(target.url.partition("?")[0]) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        # the completion as the store sends it (a join on unnest, not an IN list)
+        from crawlfleet.frontier.sql import queries as sql_queries
+
+        conn.execute("PREPARE complete AS " + sql_queries("postgres")["complete"])
+        queries["complete"] = "EXECUTE complete(1e12, '{5,6,7}', '{1,1,1}', '{200,200,200}')"
+        del queries["new rows"]  # PostgreSQL's enqueue has its new rows from RETURNING
+        for name, q in queries.items():
+            q = q.replace("x'00'", "'\\x00'::bytea").replace("IN (1)", "= ANY('{1}')")
+            rows = conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + q).fetchall()
+            out[name] = "; ".join(r[0].strip() for r in rows if "Planning" not in r[0])
+        conn.rollback()
+    return out
+
+
+def run_latency(backend: str, sizes: list[int], rounds: int, domains: int) -> None:
+    for queued in sizes:
+        print(f"{backend}: {queued:,} queued ...", file=sys.stderr, flush=True)
+        if backend == "sqlite":
+            with tempfile.TemporaryDirectory() as tmp:
+                target = Target("sqlite", str(Path(tmp) / "queue.db"))
+                result = asyncio.run(latency(target, queued, rounds, domains))
+        else:
+            with PgDatabase(PG_SERVER) as dsn:
+                result = asyncio.run(latency(Target("postgres", dsn), queued, rounds, domains))
+        found = result.pop("plans")
+        cells = ", ".join(f"{k} {v:,.2f}" for k, v in result.items())
+        print(f"| {backend} | {queued:,} | {cells} |", flush=True)
+        for name, plan in found.items():
+            print(f"    plan {name}: {plan}", flush=True)
 
 
 def main() -> None:
@@ -195,7 +337,17 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000, help="URLs per phase")
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument(
+        "--queued", help="latency at these queue sizes instead (comma-separated: 10000,1000000)"
+    )
+    parser.add_argument("--rounds", type=int, default=300, help="lease/complete/enqueue rounds")
+    parser.add_argument("--domains", type=int, default=DOMAINS, help="domains of --queued")
     args = parser.parse_args()
+    if args.queued:
+        for backend in args.backends.split(","):
+            sizes = [int(n) for n in args.queued.split(",")]
+            run_latency(backend, sizes, args.rounds, args.domains)
+        return
     results: dict[str, dict[str, float]] = {}
     for backend in args.backends.split(","):
         print(f"{backend}: {args.n:,} URLs per phase ...", file=sys.stderr, flush=True)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from crawlfleet.cache import DEFAULT_CACHE_MEMORY, BoundedSet, sizes
 from crawlfleet.config.sections import WorkerSettings
 from crawlfleet.data import jsonsafe
 from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
@@ -70,12 +71,12 @@ class RobotsVerdict(Protocol):
     def cached_verdict(self, url: str) -> bool | None: ...
 
 
-#: most link keys remembered as handled before the set starts over (memory bound)
-HANDLED_MAX = 500_000
+#: most hosts whose scope verdict a job remembers (a broad crawl meets many)
+SCOPE_HOSTS_MAX = 10_000
 #: one in this many new requests of a page type that needs the browser tries HTTP again
 PROBE_EVERY = 16
 #: most archived payloads remembered for WARC revisit records (least recently used go first)
-CAPTURES_MAX = 50_000
+CAPTURES_MAX = sizes(DEFAULT_CACHE_MEMORY).captures
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,18 +162,34 @@ def trap_rules(spider_cls: type[Spider], settings: Settings | None = None) -> Tr
 
 
 class JobRuntime:
-    """Everything a worker keeps in memory for one job (caches only; the store has the truth)."""
+    """Everything a worker keeps in memory for one job (caches only; the store has the truth).
 
-    def __init__(self, job: Job, spider_cls: type[Spider], traps: TrapRules | None = None) -> None:
+    The caches (fingerprints of requests sent, link keys judged, links resolved, payloads
+    archived) share ``cache_memory`` bytes (``[worker] cache_memory``) and forget the least
+    recently used entries first: a forgotten link is resolved again and sent again, and the
+    store's unique key drops it.
+    """
+
+    def __init__(
+        self,
+        job: Job,
+        spider_cls: type[Spider],
+        traps: TrapRules | None = None,
+        cache_memory: int = DEFAULT_CACHE_MEMORY,
+    ) -> None:
         self.job = job
         self.spider_cls = spider_cls
         self.spider = spider_cls()
         self.validator = record_validator(spider_cls)
         self.scope = tuple(spider_cls.scope_hosts())
-        self.links = LinkCanonicalizer()
-        self.seen: set[int] = set()
-        self.handled: set[object] = set()  # link keys already judged (see LinkCanonicalizer.key)
-        self.captures = Captures()
+        size = sizes(cache_memory)
+        self.links = LinkCanonicalizer(max_cache=size.links)
+        #: fingerprints (their first 8 bytes) of requests this worker sent to the store
+        self.seen: BoundedSet[int] = BoundedSet(size.seen)
+        #: link keys already judged (see LinkCanonicalizer.key)
+        self.handled: BoundedSet[object] = BoundedSet(size.handled)
+        self.captures = Captures(size.captures)
+        self._scope_of: dict[str, bool] = {}  # in_scope per host (bounded: cleared when big)
         #: the fetcher each page type ``(domain, URL pattern)`` was found to need (``auto``)
         self.page_types: dict[tuple[str, str], str] = {}
         #: page types this worker sent to the browser on suspicion, not judged there yet
@@ -207,6 +224,7 @@ class JobRuntime:
         depth: int,
         trap: str | None = None,
         cookiejar: str | None = None,
+        host: str | None = None,
     ) -> NewRequest:
         meta = req.meta or None
         if cookiejar is not None and (meta is None or "cookiejar" not in meta):
@@ -214,7 +232,7 @@ class JobRuntime:
         return NewRequest(
             url=canon,
             fingerprint=fp,
-            domain=host_of(canon),
+            domain=host if host is not None else host_of(canon),
             priority=req.priority,
             depth=depth,
             callback=req.callback_name,
@@ -248,8 +266,6 @@ class JobRuntime:
             link_key = self.links.key(req.href, base)
             if link_key in self.handled:
                 return
-            if len(self.handled) >= HANDLED_MAX:
-                self.handled.clear()
             self.handled.add(link_key)
             resolved = self.links.resolve_key(link_key, req.href, base)
             if resolved is None:
@@ -261,18 +277,26 @@ class JobRuntime:
             except ValueError:
                 return
         key = _seen_key(fp)
-        if key in self.seen or not in_scope(host, self.scope):
+        if key in self.seen or not self._in_scope(host):
             return
         self.seen.add(key)
         trap = check_url(canon, depth, self.traps)
         if trap is not None:
             out.traps += 1
-            out.discovered.append(self._new(req, canon, fp, depth, trap, cookiejar))
+            out.discovered.append(self._new(req, canon, fp, depth, trap, cookiejar, host))
             return
         if robots is not None and robots.cached_verdict(canon) is False:
             out.robots_dropped += 1  # known disallowed: never worth a queue row
             return
-        out.discovered.append(self._new(req, canon, fp, depth, cookiejar=cookiejar))
+        out.discovered.append(self._new(req, canon, fp, depth, cookiejar=cookiejar, host=host))
+
+    def _in_scope(self, host: str) -> bool:
+        known = self._scope_of.get(host)
+        if known is None:
+            if len(self._scope_of) >= SCOPE_HOSTS_MAX:
+                self._scope_of.clear()
+            known = self._scope_of[host] = in_scope(host, self.scope)
+        return known
 
     def _fetcher_for(self, url: str, fp: bytes) -> str:
         """The fetcher of a new request with none of its own: the spider's; for ``auto``, the

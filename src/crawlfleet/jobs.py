@@ -114,7 +114,7 @@ class JobContexts:
                 raise SpiderLoadError(f"job {name!r} disappeared")
             spider_cls = await asyncio.to_thread(load_job_spider, job, self.spiders)
             traps = trap_rules(spider_cls, self.settings)
-            runtime = JobRuntime(job, spider_cls, traps)
+            runtime = JobRuntime(job, spider_cls, traps, self.settings.worker.cache_memory)
             if spider_cls.fetcher == "auto":  # what the fleet learnt, in this and earlier crawls
                 runtime.page_types.update(await self.store.page_types(name))
                 self._page_types_at[name] = asyncio.get_running_loop().time()

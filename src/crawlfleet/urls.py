@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from functools import lru_cache
 from typing import Final
 from urllib.parse import unquote
@@ -343,6 +343,16 @@ _MISS: Final = object()
 # may: parsers drop tabs and newlines anywhere, so "/<tab>/host" means "//host".
 _NOT_ROOT_RELATIVE: Final = ("/", "\\", "\t", "\n", "\r")
 _Result = tuple[str, bytes, str]
+# A path that canonicalises to itself: characters WHATWG parsers and _PATH_FIX leave alone, no
+# ";" (path parameters may be session ids), no "%", no "?" or "#", no "\\".
+_PLAIN_PATH: Final = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,=:@/]*")
+
+
+def _is_plain_path(url: str, start: int) -> bool:
+    """Whether ``url[start:]`` is a path that canonicalises to itself (no dot segments)."""
+    if _PLAIN_PATH.fullmatch(url, start) is None:
+        return False
+    return "/." not in url[start:] or not any(seg in (".", "..") for seg in url[start:].split("/"))
 
 
 class LinkCanonicalizer:
@@ -351,21 +361,29 @@ class LinkCanonicalizer:
     One instance per worker (not thread-safe; asyncio is fine). Results are cached by the
     absolute URL when the link is absolute (``http://…``) or root-relative (``/x``), so a
     site's menu links are computed once per worker, and by ``(base, href)`` otherwise. The cache
-    is cleared when it grows past ``max_cache`` entries: the hot links refill it within a page.
+    holds at most ``max_cache`` links and forgets the least recently used first
+    (:class:`crawlfleet.cache.BoundedMap`).
+
+    A link of the page's own origin whose path is plain (letters, digits and the characters
+    that need no escape, no dot segment, no query, fragment or path parameter) is canonical as
+    written: it is taken as it is, without a parse (most new links of a broad crawl).
     """
 
-    __slots__ = ("_base", "_cache", "_max_cache", "_prefix", "_session_params")
+    __slots__ = ("_base", "_cache", "_host", "_plain", "_prefix", "_session_params")
 
     def __init__(
         self,
         session_params: frozenset[str] = DEFAULT_SESSION_PARAMS,
         max_cache: int = 200_000,
     ) -> None:
+        from crawlfleet.cache import BoundedMap
+
         self._session_params = session_params
-        self._max_cache = max_cache
-        self._cache: dict[object, _Result | None] = {}
+        self._cache: BoundedMap[object, _Result | None] = BoundedMap(max_cache)
         self._base = ""
         self._prefix: str | None = None
+        self._plain: str | None = None  # the base's origin, when it is canonical
+        self._host = ""  # and its host
 
     def resolve(self, href: str, base: str) -> _Result | None:
         """The link ``href`` on the page at ``base`` (an absolute, canonical URL) as a request:
@@ -390,7 +408,7 @@ class LinkCanonicalizer:
             return (base, href) if prefix is None else prefix + href
         return (base, href)
 
-    def unknown(self, hrefs: list[str], base: str, known: set[object]) -> list[str]:
+    def unknown(self, hrefs: list[str], base: str, known: Container[object]) -> list[str]:
         """The ``hrefs`` of a page at ``base`` whose :meth:`key` is not in ``known``, in order:
         :meth:`key` for a whole page's links in one loop (the links every page repeats)."""
         prefix = self._prefix if base == self._base else self._set_base(base)
@@ -412,10 +430,14 @@ class LinkCanonicalizer:
         hit = cache.get(key, _MISS)
         if hit is not _MISS:
             return hit  # type: ignore[return-value]
+        if isinstance(key, str):
+            if base != self._base:
+                self._set_base(base)
+            plain = self._plain
+            if plain is not None and key.startswith(plain) and _is_plain_path(key, len(plain)):
+                return key, fingerprint(key), self._host  # canonical as written: nothing to keep
         result = self._compute(key if isinstance(key, str) else None, href, base)
-        if len(cache) >= self._max_cache:
-            cache.clear()
-        cache[key] = result
+        cache.put(key, result)
         return result
 
     def __len__(self) -> int:
@@ -427,6 +449,14 @@ class LinkCanonicalizer:
         start = base.find("://")
         end = base.find("/", start + 3) if start > 0 else -1
         self._prefix = base[:end] if end > 0 else None
+        self._plain = None
+        if self._prefix is not None:
+            try:
+                canonical, host = _finish(_parse(self._prefix + "/"), self._session_params)
+            except ValueError:
+                return self._prefix
+            if canonical == self._prefix + "/":
+                self._plain, self._host = self._prefix, host
         return self._prefix
 
     def _compute(self, absolute: str | None, href: str, base: str) -> _Result | None:

@@ -7,9 +7,14 @@ differ in what their result depends on never share a cache entry.
 
 from __future__ import annotations
 
+import tracemalloc
+from pathlib import Path
+
+from crawlfleet.cache import MIN_CACHE_MEMORY, BoundedMap, BoundedSet, sizes
 from crawlfleet.data.warc import Capture
 from crawlfleet.extract import Captures, JobRuntime, PageOutput
-from crawlfleet.model import Job, JobState
+from crawlfleet.frontier.sqlite import SQLiteFrontier
+from crawlfleet.model import Job, JobSpec, JobState
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import LinkCanonicalizer
 
@@ -124,3 +129,95 @@ def test_follow_all__skips_links_the_crawl_judged_already() -> None:
     again = Response("http://a.example/q/", 200, {}, body, unknown_links=rt.unknown_links)
     # /x and /y were judged on the first page; "rel" resolves elsewhere from this page
     assert [r.href for r in again.follow_all("a")] == ["rel"]
+
+
+# -- bounded by [worker] cache_memory, and a miss is only work ----------------------------------
+
+
+def test_bounded_set__holds_at_most_its_capacity_and_keeps_what_is_used() -> None:
+    keys: BoundedSet[int] = BoundedSet(100)
+    keys.add(-1)
+    for i in range(10_000):
+        keys.add(i)
+        assert -1 in keys  # used all along: never forgotten
+        assert len(keys) <= 100
+    assert 9_999 in keys and 0 not in keys
+
+
+def test_bounded_map__holds_at_most_its_capacity_and_keeps_what_is_used() -> None:
+    cache: BoundedMap[int, str] = BoundedMap(10)
+    cache.put(-1, "kept")
+    for i in range(1_000):
+        cache.put(i, str(i))
+        assert cache.get(-1) == "kept"
+        assert len(cache) <= 10
+    assert cache.get(999) == "999" and cache.get(0) is None
+
+
+def test_cache_sizes__grow_with_the_budget() -> None:
+    small, large = sizes(MIN_CACHE_MEMORY), sizes(64 * MIN_CACHE_MEMORY)
+    assert 0 < small.seen < large.seen and 0 < small.handled < large.handled
+    assert 0 < small.links < large.links and 0 < small.captures < large.captures
+
+
+def test_job_caches__stay_within_cache_memory_however_many_links_a_crawl_finds() -> None:
+    budget = MIN_CACHE_MEMORY
+    rt = JobRuntime(Job(1, "site", "site.py", JobState.RUNNING, {}, 0.0), Site, None, budget)
+    hrefs = [f"/p/{i}" for i in range(24_000)] + [f"p{i}.html" for i in range(6_000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for start in range(0, len(hrefs), 50):  # a page of 50 new links at a time
+            out = PageOutput()
+            base = f"http://a.example/list/{start}/"
+            for href in hrefs[start : start + 50]:
+                rt.link(Request.link(href, None, base), 1, out)
+            assert len(out.discovered) == 50
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    size = sizes(budget)
+    assert len(rt.seen) <= size.seen and len(rt.handled) <= size.handled
+    assert len(rt.links) <= size.links
+    assert grown <= budget, f"the caches took {grown:,} bytes of a {budget:,} budget"
+
+
+def test_job_caches__a_forgotten_link_is_sent_again_the_same_and_the_store_keeps_one() -> None:
+    rt = JobRuntime(Job(1, "site", "site.py", JobState.RUNNING, {}, 0.0), Site)
+    rt.seen, rt.handled = BoundedSet(2), BoundedSet(2)
+    rt.links = LinkCanonicalizer(max_cache=2)
+    page = "http://a.example/list/"
+    hrefs = ["/x", "item-1.html", "http://a.example/y?b=2&a=1", "/z#top"]
+    first = discovered(rt, *(Request.link(h, None, page) for h in hrefs))
+    for i in range(10):  # enough other links to push the first ones out of every cache
+        discovered(rt, Request.link(f"/other/{i}", None, page))
+    again = discovered(rt, *(Request.link(h, None, page) for h in hrefs))
+    fresh = discovered(runtime(), *(Request.link(h, None, page) for h in hrefs))
+    assert (
+        first
+        == again
+        == fresh
+        == [
+            "http://a.example/x",
+            "http://a.example/list/item-1.html",
+            "http://a.example/y?a=1&b=2",
+            "http://a.example/z",
+        ]
+    )
+
+
+async def test_job_caches__the_store_drops_what_a_forgotten_cache_sends_again(
+    tmp_path: Path,
+) -> None:
+    rt = JobRuntime(Job(1, "site", "site.py", JobState.RUNNING, {}, 0.0), Site)
+    rt.seen, rt.handled = BoundedSet(2), BoundedSet(2)
+    async with SQLiteFrontier(tmp_path / "q.db") as store:
+        await store.submit_job(JobSpec("site", "site.py"))
+        added = 0
+        for _ in range(3):
+            out = PageOutput()
+            for i in range(5):
+                rt.link(Request.link(f"/p/{i}", None, "http://a.example/"), 1, out)
+            added += await store.enqueue("site", out.discovered)
+        assert added == 5
+        assert (await store.stats("site")).queued == 5

@@ -182,3 +182,13 @@ def test_for_spider__maps_scrapy_names_and_refuses_what_has_no_equivalent() -> N
         base.for_spider({"pacing.max_delay": 3}, "shop")
     with pytest.raises(ConfigError, match="unknown setting 'fetch_timout'"):
         base.for_spider({"fetch_timout": 3}, "shop")
+
+
+def test_cache_memory__bytes_from_file_and_flags_and_at_least_one_mib(tmp_path: Path) -> None:
+    cfg = tmp_path / "crawlfleet.toml"
+    cfg.write_text("[worker]\ncache_memory = 16777216\n")
+    assert load_settings(cfg).worker.cache_memory == 16 << 20
+    assert Settings.of(cache_memory="8_388_608").worker.cache_memory == 8 << 20
+    assert Settings().worker.cache_memory == 64 << 20
+    with pytest.raises(ConfigError, match=r"cache_memory must be at least 1048576 bytes"):
+        Settings.of(**{"worker.cache_memory": 1000}).check()

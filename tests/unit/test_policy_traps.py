@@ -4,7 +4,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlfleet.policy.traps import TrapRules, check_url, page_type, url_pattern
+from crawlfleet.policy.traps import (
+    TrapRules,
+    budget_keys,
+    check_url,
+    over_budget,
+    page_type,
+    url_pattern,
+)
 
 RULES = TrapRules()
 
@@ -84,3 +91,22 @@ def test_url_pattern_is_bounded(path: str, query: str) -> None:
 )
 def test_page_type__the_items_of_a_section_share_one_type(url: str, expected: str) -> None:
     assert page_type(url) == expected
+
+
+def test_over_budget__first_come_first_admitted_and_keys_given_or_not_agree() -> None:
+    rules = TrapRules(host_page_budget=3, pattern_budget=2)
+    new = [
+        (1, "http://a.test/p/1", "a.test"),
+        (2, "http://a.test/p/2", "a.test"),
+        (3, "http://a.test/p/3", "a.test"),  # third of its pattern: over
+        (4, "http://a.test/about", "a.test"),
+        (5, "http://a.test/q/1", "a.test"),  # fourth of its host: over
+        (6, "http://b.test/p/1", "b.test"),
+    ]
+    used = {("host", "b.test"): 3}  # b.test spent its budget earlier
+    keys_of = [budget_keys(url, domain, rules) for _, url, domain in new]
+    got = over_budget(new, used, rules, keys_of)
+    assert got == over_budget(new, used, rules)
+    trapped, counts = got
+    assert trapped == {3: "pattern_budget", 5: "host_budget", 6: "host_budget"}
+    assert counts[("host", "a.test")] == 3 and counts[("pattern", "a.test/p/N")] == 2

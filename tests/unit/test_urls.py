@@ -391,3 +391,32 @@ def test_resolve_agrees_with_canonicalize_for_relative_links(
     for _ in range(2):
         result = canon.resolve(href, base)
         assert (result[0] if result else None) == expected
+
+
+_PLAIN_TOKENS = st.sampled_from([*"aZ09-._~!$&'()*+,=:@/", ".", "..", ";", "%41", "?", "#", "\\"])
+_ORIGINS = [
+    "https://shop.test",
+    "HTTP://Shop.TEST:80",
+    "http://other.test:8080",
+    "https://u:p@x.test",
+]
+
+
+@given(_joined(_PLAIN_TOKENS, 12), st.sampled_from(_ORIGINS), st.booleans())
+def test_resolve_of_plain_paths_agrees_with_canonicalize(
+    path: str, origin: str, absolute: bool
+) -> None:
+    # links of the page's own origin with a plain path are taken as written: check they are
+    # exactly what a full parse gives, on canonical and non-canonical bases alike
+    base = origin + "/list/page"
+    href = (origin if absolute else "") + "/" + path
+    try:
+        expected = canonicalize(ada_url.join_url(base, href))
+    except ValueError:
+        expected = None
+    canon = LinkCanonicalizer()
+    for _ in range(2):
+        result = canon.resolve(href, base)
+        assert (result[0] if result else None) == expected
+        if result is not None:
+            assert result == (expected, fingerprint(expected), host_of(expected))  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
+from crawlfleet.cache import DEFAULT_CACHE_MEMORY
 from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import TrapRules
 
@@ -88,6 +89,7 @@ class WorkerSettings:
     max_yields_per_page: int = 100_000
     #: most seconds one page's callback may run (it runs off the event loop)
     parse_timeout: float = 30.0
+    cache_memory: int = DEFAULT_CACHE_MEMORY  # bytes for each job's caches (crawlfleet.cache)
 
     __repr__ = masked_repr
 

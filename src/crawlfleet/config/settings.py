@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from crawlfleet.cache import MIN_CACHE_MEMORY
 from crawlfleet.config.keys import SECTIONS, check_queue, convert, resolve_key
 from crawlfleet.config.sections import (
     DEFAULT_QUEUE,
@@ -65,6 +66,11 @@ class Settings:
             raise ConfigError("pacing.robots_give_up must be 0 seconds or more")
         if self.traps.max_links_per_page is not None and self.traps.max_links_per_page < 1:
             raise ConfigError("traps.max_links_per_page must be at least 1 (false: no limit)")
+        if w.cache_memory < MIN_CACHE_MEMORY:
+            raise ConfigError(
+                f"worker.cache_memory must be at least {MIN_CACHE_MEMORY} bytes (1 MiB), "
+                f"not {w.cache_memory}"
+            )
         check_raw_url(self.store.raw)
         self.pacing_config()
         return self

@@ -349,12 +349,11 @@ class PostgresFrontier:
         if not new:
             return
         new.sort()  # RETURNING order is not insertion order: first come, first admitted
-        keys = sorted(
-            {k for _, url, domain in new for k in budget_keys(url, domain, defaults.traps)}
-        )
+        keys_of = [budget_keys(url, domain, defaults.traps) for _, url, domain in new]
+        keys = sorted({k for ks in keys_of for k in ks})
         rows = await conn.fetch(Q["lock_budgets"], job_id, *_columns(keys, 2))
         used = {(r[0], r[1]): r[2] for r in rows}
-        trapped, counts = over_budget(new, used, defaults.traps)
+        trapped, counts = over_budget(new, used, defaults.traps, keys_of)
         if trapped:
             ids = sorted(trapped)
             await conn.execute(Q["trap_requests"], now, ids, [f"trap: {trapped[i]}" for i in ids])

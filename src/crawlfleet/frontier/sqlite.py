@@ -89,6 +89,8 @@ MIGRATIONS = sorted(
 SCHEMA_VERSION = MIGRATIONS[-1][0] if MIGRATIONS else 1
 #: seconds between passive WAL checkpoints of one process (see _maybe_checkpoint)
 CHECKPOINT_EVERY = 1.0
+#: bytes a WAL file keeps after a checkpoint (PRAGMA journal_size_limit)
+WAL_SIZE_LIMIT = 64 << 20
 #: seconds a writer waits for the write lock before giving up
 BUSY_TIMEOUT = 60.0
 #: seconds between two looks of an idle worker at whether another process committed
@@ -190,6 +192,9 @@ class SQLiteFrontier:
             # reads in WAL mode never wait; writers wait in _begin_immediate
             db.execute("PRAGMA busy_timeout=0")
             db.execute("PRAGMA wal_autocheckpoint=0")
+            # after a checkpoint caught up, a WAL that grew past this is cut back to it (a
+            # burst of enqueues must not leave a file of gigabytes behind)
+            db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             db.execute("PRAGMA temp_store=MEMORY")
             db.execute("PRAGMA cache_size=-65536")
             db.executescript(Q["schema"])
@@ -344,16 +349,17 @@ class SQLiteFrontier:
         new = db.execute(Q["new_requests"], (after_id,)).fetchall()
         if not new:
             return
+        keys_of = [budget_keys(url, domain, defaults.traps) for _, url, domain in new]
         keys: dict[str, set[str]] = {}
-        for _, url, domain in new:
-            for kind, key in budget_keys(url, domain, defaults.traps):
+        for row_keys in keys_of:
+            for kind, key in row_keys:
                 keys.setdefault(kind, set()).add(key)
         used = {
             (kind, key): n
             for k, ks in keys.items()
             for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, dumps(sorted(ks))))
         }
-        trapped, counts = over_budget(new, used, defaults.traps)
+        trapped, counts = over_budget(new, used, defaults.traps, keys_of)
         db.executemany(
             Q["trap_request"], [(f"trap: {why}", now, rid) for rid, why in trapped.items()]
         )

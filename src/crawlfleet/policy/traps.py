@@ -56,6 +56,11 @@ def check_url(url: str, depth: int, rules: TrapRules) -> str | None:
         return "depth"
     if len(url) > rules.max_url_length:
         return "url_length"
+    # "scheme://" holds two slashes: a URL with few more has too few segments to repeat any
+    slashes = url.count("/") - 2
+    fewer = slashes <= rules.max_repeated_segments and slashes <= rules.max_path_segments
+    if fewer and "://" in url:
+        return None
     segments = _path_segments(url)
     if len(segments) > rules.max_path_segments:
         return "path_segments"
@@ -80,7 +85,32 @@ _MAX_KEYS: Final = 12
 
 
 def _shape(text: str) -> str:
+    if text.isdecimal():  # the most common segment of a crawl's new URLs: an id
+        return "N"
+    if len(text) < 8:  # shorter than any id _ID matches
+        return _DIGITS.sub("N", text)
     return _DIGITS.sub("N", _ID.sub("X", text))[:_MAX_SEGMENT_CHARS]
+
+
+def _split(url: str) -> tuple[str | None, str, str]:
+    """``(host, path, query)`` as ``urlsplit`` gives them (host lower-case, None: invalid),
+    by string splits for the URLs a crawl mostly has (the store counts every new one)."""
+    scheme_end = url.find("://")
+    if scheme_end < 0 or "[" in url:
+        try:
+            parts = urlsplit(url)
+            return (parts.hostname or "").lower(), parts.path, parts.query
+        except ValueError:
+            return None, "", ""
+    rest = url[scheme_end + 3 :].partition("#")[0]
+    end = len(rest)
+    for sep in "/?":
+        pos = rest.find(sep)
+        if 0 <= pos < end:
+            end = pos
+    host = rest[:end].rpartition("@")[2].partition(":")[0].lower()
+    path, _, query = rest[end:].partition("?")
+    return host, path, query
 
 
 def url_pattern(url: str) -> str:
@@ -88,13 +118,11 @@ def url_pattern(url: str) -> str:
     ``X``, and the sorted query keys only. ``https://shop.test/calendar/2024/05?day=3`` gives
     ``shop.test/calendar/N/N?day``. At most 12 segments and 12 keys, 40 characters each.
     """
-    try:
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-    except ValueError:
+    host, path, query = _split(url)
+    if host is None:
         return "invalid"
-    segments = [_shape(seg) for seg in parts.path.split("/") if seg][:_MAX_SEGMENTS]
-    keys = {_shape(pair.partition("=")[0]) for pair in parts.query.split("&") if pair}
+    segments = [_shape(seg) for seg in path.split("/") if seg][:_MAX_SEGMENTS]
+    keys = {_shape(pair.partition("=")[0]) for pair in query.split("&") if pair}
     pattern = host + "/" + "/".join(segments)
     if keys:
         pattern += "?" + "&".join(sorted(keys)[:_MAX_KEYS])
@@ -130,18 +158,21 @@ def over_budget(
     new: Sequence[tuple[int, str, str]],
     used: Mapping[tuple[str, str], int],
     rules: TrapRules,
+    keys_of: Sequence[list[tuple[str, str]]] | None = None,
 ) -> tuple[dict[int, str], dict[tuple[str, str], int]]:
     """Which new requests ``(id, url, domain)`` exceed their host or pattern budget, in order.
 
-    ``used`` holds the counters as stored (missing: 0). Returns ``{id: reason}`` for those over
-    budget (reason ``"host_budget"`` or ``"pattern_budget"``) and the new counter values of the
-    keys that changed. A request over budget does not use up any budget.
+    ``used`` holds the counters as stored (missing: 0); ``keys_of``, the :func:`budget_keys` of
+    each request in ``new`` where the caller computed them already (for the counters to read).
+    Returns ``{id: reason}`` for those over budget (reason ``"host_budget"`` or
+    ``"pattern_budget"``) and the new counter values of the keys that changed. A request over
+    budget does not use up any budget.
     """
     limits = {"host": rules.host_page_budget, "pattern": rules.pattern_budget}
     counts: dict[tuple[str, str], int] = {}
     trapped: dict[int, str] = {}
-    for rid, url, domain in new:
-        keys = budget_keys(url, domain, rules)
+    for i, (rid, url, domain) in enumerate(new):
+        keys = keys_of[i] if keys_of is not None else budget_keys(url, domain, rules)
         over = next((k for k in keys if counts.get(k, used.get(k, 0)) >= (limits[k[0]] or 0)), None)
         if over is not None:
             trapped[rid] = f"{over[0]}_budget"

@@ -976,6 +976,20 @@ CREATE TABLE worker_stats (
 -- address guard and the session's cookies.
 ALTER TABLE requests ADD COLUMN headers text;
 
+
+-- name: migration_0016_requests_vacuum
+-- A crawl's requests table churns: every lease and completion rewrites a row (state moves, so
+-- never a HOT update), and the partial indexes the lease and rescue walk (requests_ready,
+-- requests_leased, requests_owner) keep the dead entries until a vacuum. The defaults wait for
+-- 20% of the table to be dead: two million rows in a frontier of ten million, scanned by every
+-- lease meanwhile. Vacuum and analyze this table after 1% instead (and after 1% new rows, so
+-- the planner's statistics follow a frontier that grows by bulk enqueues).
+ALTER TABLE requests SET (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_insert_scale_factor = 0.01,
+    autovacuum_analyze_scale_factor = 0.01
+);
+
 -- name: save_worker_stats
 INSERT INTO worker_stats (worker, started_at, kinds, host, pid, last_seen, counters, gauges)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
