@@ -452,7 +452,9 @@ class LinkCanonicalizer:
         self._plain = None
         if self._prefix is not None:
             try:
-                canonical, host = _finish(_parse(self._prefix + "/"), self._session_params)
+                # as requests are asked: without the base's credentials (a base with them
+                # is never plain)
+                canonical, host = _finish(_parse(self._prefix + "/"), frozenset(), userinfo=False)
             except ValueError:
                 return self._prefix
             if canonical == self._prefix + "/":
