@@ -345,6 +345,7 @@ class Pipeline:
             if verdict is not None and verdict != known:
                 rt.page_types[key] = verdict
                 a.learnt = (pattern, verdict)
+                _log_learnt(a)
             return None
         if lease.fetcher != "auto":
             return None
@@ -352,6 +353,7 @@ class Pipeline:
             if known == "browser":  # a probe over HTTP gave records: HTTP will do again
                 rt.page_types[key] = "http"
                 a.learnt = (pattern, "http")
+                _log_learnt(a)
             return None
         if self._suspect(a) and b"<script" in result.body[:_SCRIPT_SCAN].lower():
             return self._to_browser(a, "no record over HTTP from a scripted page")
@@ -505,6 +507,12 @@ class Pipeline:
             count_attempt=proxy is None,
             route_signal=signal,
         )
+
+
+def _log_learnt(a: Attempt) -> None:
+    """Every change of a page type's fetcher is logged (and counted: its attempt's event)."""
+    assert a.learnt is not None
+    log.info("job %s: page type %s now fetched by %s (%s)", a.job.name, *a.learnt, a.lease.url)
 
 
 def slot_start(slot: float, last: tuple[float, float] | None, now: float) -> float:

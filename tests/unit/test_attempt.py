@@ -6,6 +6,7 @@ goes to a temporary directory, events are collected in a list.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Iterator
 from dataclasses import replace
@@ -277,8 +278,14 @@ def rendering(dom_of: dict[str, str]) -> ScriptedFetcher:
     ],
 )
 async def test_auto__the_browser_judges_a_page_type_by_the_spider_s_take_from_raw_and_rendered(
-    tmp_path: Path, clock: FakeClock, path: str, dom: str | None, needs: str
+    tmp_path: Path,
+    clock: FakeClock,
+    path: str,
+    dom: str | None,
+    needs: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="crawlfleet.worker")
     h = Harness(tmp_path, clock)
     try:
         h.job.runtime = JobRuntime(h.job.runtime.job, AutoShop)
@@ -290,9 +297,13 @@ async def test_auto__the_browser_judges_a_page_type_by_the_spider_s_take_from_ra
         assert verdict.page_type == (page_type(SITE + path), needs)
         assert h.job.runtime.page_types[("shop.test", page_type(SITE + path))] == needs
         assert not h.job.runtime.suspected
-        assert h.attempts[-1].escalated == needs
+        assert h.attempts[-1].escalated == needs  # the event (and so the metric)
+        learnt = [r.getMessage() for r in caplog.records if "page type" in r.getMessage()]
+        assert learnt == [f"job shop: page type {page_type(SITE + path)} now fetched by {needs} "
+                          f"({SITE + path})"]  # fmt: skip
         again = await h.pipeline.run(h.job, replace(h.lease(path), fetcher="browser"))
         assert isinstance(again, Completion) and again.page_type is None, "stored once"
+        assert len([r for r in caplog.records if "page type" in r.getMessage()]) == 1
     finally:
         h.job.warc.close()
 
