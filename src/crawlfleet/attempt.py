@@ -225,6 +225,10 @@ class Pipeline:
             a.error = exc
             return self._fail(a, outcome_for_error(exc), f"{exc.kind}: {exc}", kind=exc.kind)
         a.elapsed = time.perf_counter() - started
+        if a.fetcher.kind == "browser" and a.result.elapsed > 0:
+            # the document's answer time: the wait for a free context and the rendering are
+            # this worker's, and pacing would read them as the site's load
+            a.elapsed = a.result.elapsed
         return None
 
     def snapshot(self, a: Attempt) -> Verdict | None:

@@ -338,6 +338,34 @@ async def test_browser_result__parsed_from_the_rendered_dom_and_archived_beside_
     assert kinds.count("resource") == 1 and kinds.count("response") == 1
 
 
+@pytest.mark.parametrize(("kind", "paced_on"), [("browser", 5.0), ("http", None)])
+async def test_browser_latency__pacing_sees_the_document_s_answer_time(
+    tmp_path: Path, clock: FakeClock, kind: str, paced_on: float | None
+) -> None:
+    # A browser fetch also waits for a free context and renders the page: this worker's time.
+    # The latency the store paces on is the document's answer (the result's elapsed, here 5 s
+    # against the microseconds the scripted fetch takes).
+    from crawlfleet.fetch.browser.result import BrowserResult
+
+    def rendered(request: FetchRequest) -> FetchResult:
+        base = page(request.url, 200, PRODUCT)
+        fields = ("url", "status", "reason", "http_version", "headers", "body", "remote_ip")
+        copied = {f: getattr(base, f) for f in (*fields, "request_headers")}
+        return BrowserResult(**copied, elapsed=5.0, rendered_html="")
+
+    h = Harness(tmp_path, clock)
+    try:
+        h.fetcher.handler, h.fetcher.kind = rendered, kind
+        verdict = await h.run("/p/1")
+        assert isinstance(verdict, Completion)
+        if paced_on is None:
+            assert verdict.elapsed < 1.0  # measured around the fetch
+        else:
+            assert verdict.elapsed == paced_on
+    finally:
+        h.job.warc.close()
+
+
 def test_slot_start__late_slots_keep_most_of_their_spacing_and_the_lag_shrinks() -> None:
     # ten slots 25 ms apart, all due 1 s ago: started 22.5 ms apart, not at once
     now, last = 101.0, None
