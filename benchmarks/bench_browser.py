@@ -18,6 +18,13 @@ article's script has run, and the price is in), ``/category/SLUG?page=N`` and
 product page's price delay in ms (0 by default: a fixed wait measures nothing about the
 fetcher). Both kinds of run must extract the same records. Prints a table and the ratio of
 HTTP pages/s to each browser run's.
+
+Then the share of browser fetches ``fetcher = "auto"`` saves on a mixed crawl (``--auto-products``
+products, 0 to skip): ``crawlfleet crawl --workers 2`` of a spider that crawls the static shop
+and its JS twin (``/`` and ``/js/``, every record of both), twice: a first crawl that learns
+which page types need the browser, and a ``--fresh`` second one that starts from what the first
+learnt. Browser fetches are the WARC's rendered-DOM resource records; "everything in the
+browser" is one browser fetch per page crawled. Saved = 1 - browser fetches / pages.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -254,6 +262,122 @@ def print_table(runs: list[Run], http: Run) -> None:
         print(f"  {r.name}: {r.stats}")
 
 
+# -- auto on a mixed crawl ---------------------------------------------------------------------
+
+AUTO_SPIDER = """
+from urllib.parse import urlsplit
+
+from crawlfleet import Request
+from crawlfleet.demo.spider import DemoShop, LINK_CSS, Product, extract_product
+
+
+class Kinded(Product):
+    kind: str
+
+
+class Shop(DemoShop):
+    start_urls = [{base!r} + "/", {base!r} + "/js/"]
+    fetcher = "auto"
+    item = Kinded
+    item_key = ("sku", "kind")
+    domain_concurrency = 8
+    wait_for = (
+        "article.product[data-ready], #listing-root[data-ready],"
+        " main:not(:has(#listing-root, #product-root))"
+    )
+
+    def parse(self, response):
+        for request in response.follow_all(LINK_CSS + ", ul.listing a, nav.pager a"):
+            path = urlsplit(request.url).path
+            if path.startswith("/js/product/"):  # the price at once: no delay to wait out
+                yield Request(request.url.partition("#")[0] + "?delay=0")
+            elif not path.startswith(("/js/scroll/", "/js/stuck/", "/js/stall")):
+                yield request
+        record = extract_product(response)
+        if record is not None:
+            record["kind"] = "js" if urlsplit(response.url).path.startswith("/js/") else "static"
+            yield record
+"""
+
+
+@dataclass
+class AutoRun:
+    name: str
+    pages: int  # distinct pages crawled: each one browser fetch if everything went there
+    fetches: int  # HTTP and browser fetches (responses archived)
+    browser: int  # browser fetches (rendered DOMs archived)
+    records: int
+    seconds: float
+
+    @property
+    def saved(self) -> float:
+        return 1 - self.browser / self.pages if self.pages else 0.0
+
+
+def auto_runs(products: int) -> list[AutoRun]:
+    """Two ``auto`` crawls of the mixed shop (learning, then remembering)."""
+    from crawlfleet.demo.catalog import Catalog
+
+    expected = 2 * len(Catalog(n_products=products).expected_records())
+    shop, base = start_shop(products)
+    runs = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-auto-") as tmp:
+            work = Path(tmp)
+            (work / "shop.py").write_text(AUTO_SPIDER.format(base=base))
+            for name, extra in (("auto, 1st", []), ("auto, 2nd", ["--fresh"])):
+                print(f"{name} crawl: {products} products, static and JS ...", flush=True)
+                argv = [sys.executable, "-m", "crawlfleet", "crawl", "shop.py", "--workers", "2"]
+                out = f"{len(runs)}.jsonl"
+                started = time.monotonic()
+                done = subprocess.run(
+                    [*argv, *extra, "-o", out], cwd=work, capture_output=True, text=True
+                )
+                seconds = time.monotonic() - started
+                if done.returncode != 0:
+                    raise SystemExit(f"{name} failed: {done.stderr[-2000:]}")
+                records = sum(1 for line in (work / out).read_text().splitlines() if line)
+                warc = work / ".crawlfleet" / "warc"
+                uris, fetches, browser = _warc_counts(warc)
+                for old in warc.glob("*.warc.gz"):  # the next crawl counts its own
+                    old.unlink()
+                runs.append(AutoRun(name, len(uris), fetches, browser, records, seconds))
+    finally:
+        shop.terminate()
+        shop.wait()
+    for r in runs:
+        if r.records != expected:
+            raise SystemExit(f"{r.name}: {r.records} records, expected {expected}")
+    return runs
+
+
+def _warc_counts(directory: Path) -> tuple[set[str], int, int]:
+    from warcio.archiveiterator import ArchiveIterator
+
+    uris: set[str] = set()
+    fetches = browser = 0
+    for path in directory.glob("*.warc.gz"):
+        with path.open("rb") as fh:
+            for record in ArchiveIterator(fh):
+                if record.rec_type in ("response", "revisit"):
+                    fetches += 1
+                    uris.add(record.rec_headers.get_header("WARC-Target-URI"))
+                elif record.rec_type == "resource":
+                    browser += 1
+    return uris, fetches, browser
+
+
+def print_auto(runs: list[AutoRun]) -> None:
+    print()
+    print(f"{'run':<12} {'pages':>6} {'fetches':>8} {'browser':>8} {'records':>8} {'s':>6}"
+          f" {'browser fetches saved':>22}")  # fmt: skip
+    for r in runs:
+        print(
+            f"{r.name:<12} {r.pages:>6} {r.fetches:>8} {r.browser:>8} {r.records:>8}"
+            f" {r.seconds:>6.1f} {r.saved:>21.0%}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--pages", type=int, default=300)
@@ -263,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http-concurrency", type=int, default=8)
     p.add_argument("--http-pages", type=int, default=3000, help="at least this many HTTP fetches")
     p.add_argument("--delay", type=int, default=0, help="JS product pages' price delay (ms)")
+    p.add_argument("--auto-products", type=int, default=200, help="mixed auto crawl (0: none)")
     p.add_argument("--worker", choices=("browser", "http"), help=argparse.SUPPRESS)
     p.add_argument("--concurrency", type=int, default=4, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -284,13 +409,20 @@ def main(argv: list[str] | None = None) -> int:
         shop.terminate()
         shop.wait()
     print_table(runs, http)
+    autos = auto_runs(args.auto_products) if args.auto_products else []
+    if autos:
+        print_auto(autos)
     per_pass = (http.records // repeat, http.pages // repeat)
     bad = [r.name for r in runs if (r.records, r.pages) != per_pass]
     if bad:
         print(f"records differ from the HTTP run's in: {', '.join(bad)}")
     OUT.mkdir(exist_ok=True)
     out = OUT / f"browser-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    payload = {"args": vars(args), "runs": [asdict(r) for r in [*runs, http]]}
+    payload = {
+        "args": vars(args),
+        "runs": [asdict(r) for r in [*runs, http]],
+        "auto": [asdict(r) | {"saved": r.saved} for r in autos],
+    }
     out.write_text(json.dumps(payload, indent=2))
     print(f"wrote {out}")
     return 1 if bad else 0

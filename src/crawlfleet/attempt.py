@@ -260,6 +260,10 @@ class Pipeline:
             a.error = exc
             return self._fail(a, outcome_for_error(exc), f"{exc.kind}: {exc}", kind=exc.kind)
         a.elapsed = time.perf_counter() - started
+        if a.fetcher.kind == "browser" and a.result.elapsed > 0:
+            # the document's answer time: the wait for a free context and the rendering are
+            # this worker's, and pacing would read them as the site's load
+            a.elapsed = a.result.elapsed
         return None
 
     @staticmethod
@@ -446,6 +450,7 @@ class Pipeline:
             if verdict is not None and verdict != known:
                 rt.page_types[key] = verdict
                 a.learnt = (pattern, verdict)
+                _log_learnt(a)
             return None
         if lease.fetcher != "auto":
             return None
@@ -453,6 +458,7 @@ class Pipeline:
             if known == "browser":  # a probe over HTTP gave records: HTTP will do again
                 rt.page_types[key] = "http"
                 a.learnt = (pattern, "http")
+                _log_learnt(a)
             return None
         if self._suspect(a) and b"<script" in result.body[:_SCRIPT_SCAN].lower():
             return self._to_browser(a, "no record over HTTP from a scripted page")
@@ -621,6 +627,12 @@ class Pipeline:
             self._free_blocks.clear()
         self._free_blocks[a.lease.id] = seen + 1
         return True
+
+
+def _log_learnt(a: Attempt) -> None:
+    """Every change of a page type's fetcher is logged (and counted: its attempt's event)."""
+    assert a.learnt is not None
+    log.info("job %s: page type %s now fetched by %s (%s)", a.job.name, *a.learnt, a.lease.url)
 
 
 def slot_start(slot: float, last: tuple[float, float] | None, now: float) -> float:

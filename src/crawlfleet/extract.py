@@ -36,6 +36,7 @@ from crawlfleet.model import (
     QuarantineRow,
     RecordRow,
 )
+from crawlfleet.policy.fetchers import fetcher_for
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider
@@ -73,8 +74,6 @@ class RobotsVerdict(Protocol):
 
 #: most hosts whose scope verdict a job remembers (a broad crawl meets many)
 SCOPE_HOSTS_MAX = 10_000
-#: one in this many new requests of a page type that needs the browser tries HTTP again
-PROBE_EVERY = 16
 #: most archived payloads remembered for WARC revisit records (least recently used go first)
 CAPTURES_MAX = sizes(DEFAULT_CACHE_MEMORY).captures
 
@@ -300,18 +299,15 @@ class JobRuntime:
 
     def _fetcher_for(self, url: str, fp: bytes) -> str:
         """The fetcher of a new request with none of its own: the spider's; for ``auto``, the
-        browser where its page type was found to need it (but for one in ``PROBE_EVERY``, sent
-        to HTTP again to learn whether it still does)."""
+        browser where its page type was found to need it, but for the odd probe back over HTTP
+        (see :mod:`crawlfleet.policy.fetchers`)."""
         fetcher = self.spider_cls.fetcher
         if fetcher != "auto" or not (self.page_types or self.suspected):
             return fetcher
         key = (host_of(url), page_type(url))
-        needs = self.page_types.get(key)
-        if needs is None and key in self.suspected:
-            return "browser"
-        if needs == "browser" and fp[0] % PROBE_EVERY:
-            return "browser"
-        return fetcher
+        return fetcher_for(
+            fetcher, self.page_types.get(key), suspected=key in self.suspected, fingerprint=fp
+        )
 
     def unknown_links(self, hrefs: list[str], base: str) -> list[str]:
         """The plain links ``hrefs`` of a page at ``base`` not judged already (sent, or

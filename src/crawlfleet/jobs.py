@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crawlfleet.config import Settings
 from crawlfleet.data.rawstore import RawStore, open_raw_store
@@ -26,10 +26,13 @@ from crawlfleet.frontier.ports import Jobs, Pacing
 from crawlfleet.routes.pools import Route, RoutesConfig
 from crawlfleet.spiders import load_job_spider
 
+if TYPE_CHECKING:
+    from crawlfleet.fetch.browser import BrowserSettings
+
 #: seconds between reloads of an ``auto`` job's page types: what other workers judged
 PAGE_TYPES_REFRESH = 10.0
 
-__all__ = ["JobContext", "JobContexts", "safe_name"]
+__all__ = ["JobContext", "JobContexts", "browser_settings", "safe_name"]
 
 log = logging.getLogger("crawlfleet.worker")
 
@@ -182,10 +185,10 @@ class JobContexts:
     async def _browser_fetcher(self, guard: FetchSettings) -> Fetcher:
         """A browser fetcher for one job, on the worker's one browser (its own contexts, and
         its job's address guard). Playwright is imported only by workers that run browsers."""
-        from crawlfleet.fetch.browser import BrowserFetcher, BrowserPool, BrowserSettings
+        from crawlfleet.fetch.browser import BrowserFetcher, BrowserPool
 
         if self._browser is None:
-            pool = BrowserPool(BrowserSettings())
+            pool = BrowserPool(browser_settings(self.settings))
             await pool.start()
             self._browser = pool
         fetcher: Fetcher = BrowserFetcher(pool=self._browser, guard=guard)
@@ -219,6 +222,21 @@ class JobContexts:
         stores, self._raw = list(self._raw.values()), {}
         for store in stores:
             await asyncio.to_thread(store.close)
+
+
+def browser_settings(s: Settings) -> BrowserSettings:
+    """The browser pool of a worker, from its ``[browser]`` section (one pool per process, so
+    the worker's settings, not a job's)."""
+    from crawlfleet.fetch.browser import BrowserSettings
+
+    b = s.browser
+    return BrowserSettings(
+        executable=b.executable,
+        contexts=b.contexts,
+        pages_per_context=b.pages_per_context,
+        pages_per_browser=b.pages_per_browser,
+        memory_budget=b.memory_budget,
+    )
 
 
 def safe_name(text: str) -> str:

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["WorkerPool"]
+__all__ = ["WorkerPool", "kinds_for"]
 
 log = logging.getLogger("crawlfleet.pool")
 
@@ -36,20 +36,34 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+def kinds_for(kinds: Sequence[str], index: int, workers: int, browser_workers: int) -> list[str]:
+    """The fetcher kinds worker ``index`` runs, of the ``kinds`` the job needs: all of them in
+    every worker, or, with ``browser_workers`` of their own (indexes from ``workers`` on), the
+    browser in those alone and the other kinds in the rest."""
+    if not browser_workers:
+        return list(kinds)
+    if index >= workers:
+        return ["browser"]
+    return [k for k in kinds if k != "browser"] or ["http"]
+
+
 class WorkerPool:
-    """``n`` ``crawlfleet worker --coordinated`` processes (``argv``: the options before the
-    ``worker`` command, e.g. ``--config``, ``-v``; ``worker_args``: after it)."""
+    """``n`` ``crawlfleet worker --coordinated`` processes, and ``browser_workers`` more that
+    run the job's browser pages alone (see :func:`kinds_for`); ``argv``: the options before the
+    ``worker`` command, e.g. ``--config``, ``-v``; ``worker_args``: after it."""
 
     def __init__(
         self,
         n: int,
         *,
+        browser_workers: int = 0,
         argv: Sequence[str] = (),
         worker_args: Sequence[str] = (),
         on_line: Callable[[str], None] | None = None,
         max_restarts: int = 50,
     ) -> None:
-        self.n = n
+        self.workers, self.browser_workers = n, browser_workers
+        self.n = n + browser_workers
         self.cmd = [
             sys.executable,
             "-m",
@@ -64,16 +78,16 @@ class WorkerPool:
         self.restarts = 0
         self.procs: list[asyncio.subprocess.Process] = []
         self._readers: list[asyncio.Task[None]] = []
-        self._message: bytes | None = None
+        self._message: Mapping[str, Any] | None = None
         self._host = socket.gethostname()
         self._ids: set[str] = set()
         self.stopping = False
 
     async def start(self) -> None:
         """Start the processes (they import, then wait for :meth:`go`)."""
-        self.procs = [await self._spawn() for _ in range(self.n)]
+        self.procs = [await self._spawn(i) for i in range(self.n)]
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    async def _spawn(self, index: int) -> asyncio.subprocess.Process:
         proc = await asyncio.create_subprocess_exec(
             *self.cmd,
             stdin=_PIPE,
@@ -85,7 +99,7 @@ class WorkerPool:
         log.debug("started worker %s-%d: %s", self._host, proc.pid, " ".join(self.cmd))
         self._readers.append(asyncio.create_task(self._forward(proc)))
         if self._message is not None:
-            await self._send(proc, self._message)
+            await self._send(proc, self._for(index, self._message))
         return proc
 
     async def _forward(self, proc: asyncio.subprocess.Process) -> None:
@@ -95,9 +109,14 @@ class WorkerPool:
 
     async def go(self, message: Mapping[str, Any]) -> None:
         """Tell every worker (and every one restarted later) what to run."""
-        self._message = json.dumps(message).encode() + b"\n"
-        for proc in self.procs:
-            await self._send(proc, self._message)
+        self._message = message
+        for i, proc in enumerate(self.procs):
+            await self._send(proc, self._for(i, message))
+
+    def _for(self, index: int, message: Mapping[str, Any]) -> bytes:
+        """``message`` as worker ``index`` gets it: with the fetcher kinds of its own."""
+        kinds = kinds_for(message.get("kinds", ()), index, self.workers, self.browser_workers)
+        return json.dumps({**message, "kinds": kinds}).encode() + b"\n"
 
     @staticmethod
     async def _send(proc: asyncio.subprocess.Process, data: bytes) -> None:
@@ -156,7 +175,7 @@ class WorkerPool:
                     self.restarts,
                     self.max_restarts,
                 )
-                self.procs[i] = await self._spawn()
+                self.procs[i] = await self._spawn(i)
                 alive += 1
         return alive == 0
 

@@ -77,6 +77,7 @@ class CrawlPlan:
     spider: str
     settings: Settings
     workers: int = 1
+    browser_workers: int = 0  # workers of their own for the browser pages (0: none)
     job: str | None = None
     job_settings: Mapping[str, Any] = field(default_factory=dict)
     worker_overrides: Mapping[str, Any] = field(default_factory=dict)
@@ -152,20 +153,20 @@ async def check_reachable(urls: Sequence[str], timeout: float = 5.0) -> None:
 # -- the crawl ------------------------------------------------------------------------------------
 
 
-def worker_pool(workers: int, worker_argv: Sequence[str]) -> WorkerPool:
+def worker_pool(workers: int, worker_argv: Sequence[str], browser_workers: int = 0) -> WorkerPool:
     """The local workers of a crawl, not started yet. Started first (``await pool.start()``),
     they import while the coordinator loads the spider and opens the store; they learn the
     queue and the job from :meth:`WorkerPool.go` (their settings file is the coordinator's)."""
     from crawlfleet.pool import WorkerPool
 
-    return WorkerPool(workers, argv=worker_argv)
+    return WorkerPool(workers, browser_workers=browser_workers, argv=worker_argv)
 
 
 async def crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool | None = None) -> CrawlReport:
     """Run ``plan`` to the end (finished, interrupted, or an error raised as UsageError), with
     ``pool`` if it was started already (see :func:`worker_pool`)."""
     if pool is None:
-        pool = worker_pool(plan.workers, plan.worker_argv)
+        pool = worker_pool(plan.workers, plan.worker_argv, plan.browser_workers)
         await pool.start()
     pool.on_line = view.worker_line
     try:

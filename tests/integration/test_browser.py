@@ -1,8 +1,9 @@
 """The browser fetcher with the real Chromium, against the demo shop and the hostile site.
 
 The JS pages must give the same records as their static twins; hung pages time out and close
-what they opened; contexts and browsers are recycled; memory stays under the budget; and no
-Chromium process outlives its pool or its worker, even one killed with SIGKILL.
+what they opened; contexts and browsers are recycled; and no Chromium process outlives its pool
+or its worker, even one killed with SIGKILL. (A worker's memory over a thousand pages is in
+test_browser_crawl.py.)
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import re
 import signal
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -49,7 +49,6 @@ SEEDS = frozenset({"127.0.0.1"})
 READY = "article.product[data-ready]"
 SKU_IN_HREF = re.compile(r"CF-\d{6}")
 WORKER = Path(__file__).with_name("browser_worker.py")
-GiB = 1024**3
 
 
 def settings(tmp: Path, **overrides: Any) -> BrowserSettings:
@@ -162,6 +161,8 @@ async def test_the_price_appears_only_after_its_delay(shop: str, browser: Browse
     late = await browser.render(url, wait_until="domcontentloaded", wait_for=READY)
     assert extract_product(rendered(late)) == CATALOG.product(sku).record()  # type: ignore[union-attr]
     assert late.timings.wait >= 1.0
+    # the site's answer time is the document's, not the page's: what pacing is fed
+    assert 0 < late.elapsed < min(late.timings.navigation, 1.0) + 0.01
 
 
 async def test_infinite_scroll_is_fed_by_captured_xhr_json(
@@ -433,48 +434,6 @@ async def test_the_browser_is_restarted_after_k_pages(shop: str, module_tmp: Pat
         assert len(browsers) == 3
         for old in browsers[:-1]:
             assert procs.browser_group(old.pid, old.start) == []  # nothing of it is left
-
-
-# -- memory ----------------------------------------------------------------------------------------
-
-
-def _sample_tree(root: int, peaks: list[procs.Memory], stop: threading.Event) -> None:
-    while not stop.is_set():
-        peaks.append(procs.tree_memory(root))
-        stop.wait(0.1)
-
-
-async def test_memory_stays_under_the_budget_over_150_pages(shop: str, module_tmp: Path) -> None:
-    # A worker process with 4 contexts that are never recycled: only the memory budget keeps
-    # its browser in check (left alone, its processes grow from ~0.6 to ~1.2 GiB over these
-    # pages, ~1.3 GiB with the worker and the driver). The memory of the worker, Playwright's
-    # driver and every Chromium process is sampled from here.
-    budget = int(0.9 * GiB)
-    urls = [f"{shop}/js/product/{p.sku}?delay=0" for p in CATALOG.products[:100]]
-    urls += [
-        f"{shop}/js/category/{c.slug}?page=1&n={n}" for n in range(9) for c in CATALOG.categories
-    ]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(WORKER), "crawl", str(module_tmp / "runtime-mem"), "4", str(budget),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    peaks: list[procs.Memory] = []
-    stop = threading.Event()
-    sampler = threading.Thread(target=_sample_tree, args=(proc.pid, peaks, stop), daemon=True)
-    sampler.start()
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate("\n".join(urls[:150]).encode()), 100)
-    finally:
-        stop.set()
-        sampler.join()
-    assert proc.returncode == 0
-    stats = json.loads(out)
-    assert stats["pages"] == 150
-    assert stats["restarts"].get("memory", 0) >= 1  # the budget was reached, and acted on
-    assert stats["peak_anon"] < budget * 1.1  # what the pool saw before each admission
-    # The budget is on Chromium's processes; the worker and the driver come on top (~150 MB).
-    peak = max(m.anon for m in peaks)
-    assert peak < budget + 0.25 * GiB, (peak / GiB, stats)
 
 
 # -- no Chromium survives --------------------------------------------------------------------------

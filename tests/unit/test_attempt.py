@@ -6,6 +6,7 @@ goes to a temporary directory, events are collected in a list.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Iterator
 from dataclasses import replace
@@ -318,8 +319,14 @@ def rendering(dom_of: dict[str, str]) -> ScriptedFetcher:
     ],
 )
 async def test_auto__the_browser_judges_a_page_type_by_the_spider_s_take_from_raw_and_rendered(
-    tmp_path: Path, clock: FakeClock, path: str, dom: str | None, needs: str
+    tmp_path: Path,
+    clock: FakeClock,
+    path: str,
+    dom: str | None,
+    needs: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="crawlfleet.worker")
     h = Harness(tmp_path, clock)
     try:
         h.job.runtime = JobRuntime(h.job.runtime.job, AutoShop)
@@ -331,9 +338,13 @@ async def test_auto__the_browser_judges_a_page_type_by_the_spider_s_take_from_ra
         assert verdict.page_type == (page_type(SITE + path), needs)
         assert h.job.runtime.page_types[("shop.test", page_type(SITE + path))] == needs
         assert not h.job.runtime.suspected
-        assert h.attempts[-1].escalated == needs
+        assert h.attempts[-1].escalated == needs  # the event (and so the metric)
+        learnt = [r.getMessage() for r in caplog.records if "page type" in r.getMessage()]
+        assert learnt == [f"job shop: page type {page_type(SITE + path)} now fetched by {needs} "
+                          f"({SITE + path})"]  # fmt: skip
         again = await h.pipeline.run(h.job, replace(h.lease(path), fetcher="browser"))
         assert isinstance(again, Completion) and again.page_type is None, "stored once"
+        assert len([r for r in caplog.records if "page type" in r.getMessage()]) == 1
     finally:
         h.job.warc.close()
 
@@ -366,6 +377,34 @@ async def test_browser_result__parsed_from_the_rendered_dom_and_archived_beside_
         with path.open("rb") as fh:
             kinds += [r.rec_type for r in ArchiveIterator(fh)]
     assert kinds.count("resource") == 1 and kinds.count("response") == 1
+
+
+@pytest.mark.parametrize(("kind", "paced_on"), [("browser", 5.0), ("http", None)])
+async def test_browser_latency__pacing_sees_the_document_s_answer_time(
+    tmp_path: Path, clock: FakeClock, kind: str, paced_on: float | None
+) -> None:
+    # A browser fetch also waits for a free context and renders the page: this worker's time.
+    # The latency the store paces on is the document's answer (the result's elapsed, here 5 s
+    # against the microseconds the scripted fetch takes).
+    from crawlfleet.fetch.browser.result import BrowserResult
+
+    def rendered(request: FetchRequest) -> FetchResult:
+        base = page(request.url, 200, PRODUCT)
+        fields = ("url", "status", "reason", "http_version", "headers", "body", "remote_ip")
+        copied = {f: getattr(base, f) for f in (*fields, "request_headers")}
+        return BrowserResult(**copied, elapsed=5.0, rendered_html="")
+
+    h = Harness(tmp_path, clock)
+    try:
+        h.fetcher.handler, h.fetcher.kind = rendered, kind
+        verdict = await h.run("/p/1")
+        assert isinstance(verdict, Completion)
+        if paced_on is None:
+            assert verdict.elapsed < 1.0  # measured around the fetch
+        else:
+            assert verdict.elapsed == paced_on
+    finally:
+        h.job.warc.close()
 
 
 def test_slot_start__late_slots_keep_most_of_their_spacing_and_the_lag_shrinks() -> None:

@@ -37,6 +37,14 @@ if TYPE_CHECKING:
     help="Local worker processes.",
 )
 @click.option(
+    "--browser-workers",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Worker processes of their own for the browser pages (each with one Chromium); the "
+    "--workers then fetch the rest over HTTP. 0: every worker runs every kind the spider needs.",
+)
+@click.option(
     "-o",
     "--output",
     metavar="FILE",
@@ -93,6 +101,7 @@ def crawl(
     ctx: click.Context,
     spider: str,
     workers: int,
+    browser_workers: int,
     output: str | None,
     overwrite_output: str | None,
     fmt: str | None,
@@ -128,6 +137,7 @@ def crawl(
             spider,
             settings(ctx, overrides),
             workers=workers,
+            browser_workers=browser_workers,
             job=job,
             job_settings=job_settings(arg_pairs, job_custom),
             worker_overrides=overrides,
@@ -137,14 +147,17 @@ def crawl(
         )
         return await run_plan(plan, options(ctx), pool)
 
-    sys.exit(run(with_workers(workers, options(ctx), go)))
+    sys.exit(run(with_workers(workers, options(ctx), go, browser_workers)))
 
 
-async def with_workers(n: int, opts: Options, then: Callable[[WorkerPool], Awaitable[int]]) -> int:
-    """Start ``n`` worker processes first (they import while the rest starts), then ``then``."""
+async def with_workers(
+    n: int, opts: Options, then: Callable[[WorkerPool], Awaitable[int]], browser_workers: int = 0
+) -> int:
+    """Start ``n`` worker processes (and ``browser_workers``) first (they import while the rest
+    starts), then ``then``."""
     from crawlfleet.runner import worker_pool
 
-    pool = worker_pool(n, opts.argv())
+    pool = worker_pool(n, opts.argv(), browser_workers)
     await pool.start()
     try:
         return await then(pool)

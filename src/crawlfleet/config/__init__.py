@@ -75,6 +75,13 @@ optional; an unknown key or section is an error that names the nearest known one
     alert_validation_rate = 0.05  # alert: share of a job's records that failed validation
     alive_after = 30.0        # a worker not heard of for this long is gone
 
+    [browser]                 # the Chromium pool of a worker running the browser kind
+    executable = "/usr/bin/chromium"
+    contexts = 4              # N: pages in flight, each context one session identity
+    pages_per_context = 50    # M: a context is closed (and a fresh one opened) after this many
+    pages_per_browser = 2000  # K: the browser is restarted after this many pages ...
+    memory_budget = 2147483648  # ... or once its processes hold this many bytes (RssAnon+Shmem)
+
 Environment: ``CRAWLFLEET_QUEUE``, ``CRAWLFLEET_RAW``, ``CRAWLFLEET_S3_ENDPOINT``,
 ``CRAWLFLEET_RAW_SPOOL``, ``CRAWLFLEET_CONCURRENCY``, ``CRAWLFLEET_LEASE_TTL``,
 ``CRAWLFLEET_FETCH_TIMEOUT``, ``CRAWLFLEET_CONTROL_TOKEN``. S3 credentials come from the usual
@@ -94,6 +101,7 @@ from crawlfleet.config.sections import (
     DEFAULT_QUEUE,
     DEFAULT_RAW,
     DEFAULT_SPOOL,
+    BrowserSection,
     ControlSettings,
     PacingSettings,
     RetrySettings,
@@ -109,6 +117,7 @@ __all__ = [
     "DEFAULT_RAW",
     "DEFAULT_SPOOL",
     "JOB_SECTIONS",
+    "BrowserSection",
     "ControlSettings",
     "PacingSettings",
     "RetrySettings",

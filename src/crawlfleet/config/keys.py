@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any, Final
 
 from crawlfleet.config.sections import (
+    BrowserSection,
     ControlSettings,
     PacingSettings,
     RetrySettings,
@@ -41,6 +42,7 @@ SECTIONS: Final[dict[str, type]] = {
     "pacing": PacingSettings,
     "traps": TrapSettings,
     "control": ControlSettings,
+    "browser": BrowserSection,
 }
 #: fields of a section that are not settings (the pacing limits come from each domain's row)
 NOT_KEYS: Final = {"pacing": {"min_delay", "max_concurrency"}}

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from crawlfleet.routes.pools import RoutesConfig
 
 __all__ = [
+    "BrowserSection",
     "ControlSettings",
     "PacingSettings",
     "RetrySettings",
@@ -120,6 +121,24 @@ class TrapSettings(TrapRules):
     host_page_budget: int | None = 100_000
     pattern_budget: int | None = 10_000
     max_links_per_page: int | None = 10_000
+
+
+@dataclass(frozen=True)
+class BrowserSection:
+    """``[browser]``: the browser pool of a worker that runs the browser kind (one Chromium per
+    worker process; see :class:`~crawlfleet.fetch.browser.BrowserSettings`). Sizes are bytes."""
+
+    executable: str = "/usr/bin/chromium"
+    contexts: int = 4
+    pages_per_context: int = 50
+    pages_per_browser: int = 2000
+    memory_budget: int = 2 << 30
+
+    def __post_init__(self) -> None:
+        if min(self.contexts, self.pages_per_context, self.pages_per_browser) < 1:
+            raise ValueError("contexts, pages_per_context and pages_per_browser must be >= 1")
+        if self.memory_budget < 1 << 20:
+            raise ValueError("memory_budget is in bytes and must be at least 1 MiB")
 
 
 @dataclass(frozen=True, repr=False)

@@ -10,6 +10,7 @@ from crawlfleet.cache import MIN_CACHE_MEMORY
 from crawlfleet.config.keys import SECTIONS, check_queue, convert, resolve_key
 from crawlfleet.config.sections import (
     DEFAULT_QUEUE,
+    BrowserSection,
     ControlSettings,
     PacingSettings,
     RetrySettings,
@@ -40,6 +41,7 @@ class Settings:
     domains: Mapping[str, DomainLimits] = field(default_factory=dict)
     routes: RoutesSettings = field(default_factory=RoutesSettings)
     control: ControlSettings = field(default_factory=ControlSettings)
+    browser: BrowserSection = field(default_factory=BrowserSection)
 
     __repr__ = masked_repr
 

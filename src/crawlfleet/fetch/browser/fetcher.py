@@ -298,6 +298,10 @@ class _Visit:
         cookies: list[dict[str, Any]] = []
         if self.lease.key.session:
             cookies = [dict(c) for c in await self.lease.context.cookies()]
+        # The site's answer time for the document, as the browser's network stack saw it
+        # (ms after the request started): what pacing must see, not the page's rendering.
+        answered = response.request.timing.get("responseEnd", -1)
+        elapsed = answered / 1000 if answered > 0 else self.timings.navigation
         chain = []
         hop = response.request.redirected_from
         while hop is not None:
@@ -310,7 +314,7 @@ class _Visit:
             http_version="HTTP/1.1",
             headers=[(h["name"], h["value"]) for h in headers],
             body=body,
-            elapsed=0.0,
+            elapsed=elapsed,
             remote_ip=server["ipAddress"] if server else None,
             request_headers=[(h["name"], h["value"]) for h in sent],
             redirects=chain[::-1],
