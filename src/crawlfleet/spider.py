@@ -15,7 +15,8 @@ A spider is a class; anyone who knows Scrapy should be at home::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urljoin, urlsplit
 
@@ -28,12 +29,36 @@ FETCHERS = ("http", "browser", "auto")
 
 Callback = Callable[..., Any] | str
 
+#: a route pool's name, as ``[[routes.pool]]`` spells it
+POOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+
+
+def pool_names(pool: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``Request(pool=...)``: one pool's name or a list of names, as a tuple (empty: none asked).
+
+    Raises ValueError for anything else: not a string, an empty list, a name pools cannot have.
+    Whether the pools exist is the worker's to check (its ``crawlfleet.toml`` has them)."""
+    if pool is None:
+        return ()
+    names = (pool,) if isinstance(pool, str) else tuple(pool)
+    if not names:
+        raise ValueError("pool must name at least one route pool (or be None)")
+    for name in names:
+        if not isinstance(name, str) or not POOL_NAME.fullmatch(name):
+            raise ValueError(f"pool must be a route pool's name or a list of them, not {name!r}")
+    return tuple(dict.fromkeys(names))
+
 
 class Request:
     """A URL to crawl, with the callback that parses its response.
 
     ``url`` may be relative when ``base`` is given; it is joined lazily, so the links a page
     yields cost nothing until the worker needs them (and the worker caches joins it has seen).
+
+    ``pool``: the route pool (a name, or a list of names) this request must leave through,
+    whatever the spider's ``route_pools``; it is leased only on lanes of those pools' routes, on
+    whichever tier they are. A name the worker's ``[[routes.pool]]`` does not have refuses this
+    request alone (a warning line), not its page.
     """
 
     __slots__ = (
@@ -46,6 +71,7 @@ class Request:
         "max_attempts",
         "meta",
         "method",
+        "pool",
         "priority",
     )
 
@@ -61,9 +87,11 @@ class Request:
         body: bytes | None = None,
         max_attempts: int | None = None,
         base: str | None = None,
+        pool: str | Sequence[str] | None = None,
     ) -> None:
         if fetcher is not None and fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {FETCHERS}, not {fetcher!r}")
+        self.pool = pool_names(pool)
         self._href = url
         self._base = base
         self._url: str | None = None if base else url
@@ -90,6 +118,7 @@ class Request:
         self.method = "GET"
         self.body = None
         self.max_attempts = None
+        self.pool = ()
         return self
 
     @property

@@ -7,13 +7,14 @@ route of the pools that serve it, and the lease hands out a route with each slot
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from itertools import pairwise
 
 from tests.conftest import FakeClock
-from tests.contract.test_frontier import TTL, job, urls
+from tests.contract.test_frontier import TTL, job, req, urls
 
 from crawlfleet.frontier.ports import Frontier
-from crawlfleet.model import Completion, DomainLimits, RoutePlan
+from crawlfleet.model import Completion, DomainLimits, Lease, NewRequest, RoutePlan
 
 ROUTES = tuple(RoutePlan(f"dc/{n}", "dc", max_in_flight=2) for n in range(3))
 
@@ -146,3 +147,64 @@ async def test_escalation__a_domain_blocked_on_its_tier_moves_to_the_next(
     clock.advance(60)  # the blocked lane's hold passes; the domain moved up meanwhile
     after = await frontier.lease("A", 12, TTL)
     assert after and {x.route for x in after} == {"dear/0"}
+
+
+# -- requests pinned to pools (Request(pool=...)) -------------------------------------------------
+
+
+def _pinned(n: int, *pools: str, host: str = "a.test") -> list[NewRequest]:
+    return [replace(req(f"http://{host}/pin/{'-'.join(pools)}/{i}"), pool=pools) for i in range(n)]
+
+
+async def _drain(frontier: Frontier, clock: FakeClock, rounds: int = 30) -> list[Lease]:
+    """Lease and complete until nothing is left (or ``rounds`` runs out); every lease taken."""
+    taken: list[Lease] = []
+    for _ in range(rounds):
+        leases = await frontier.lease("A", 100, TTL)
+        taken.extend(leases)
+        await frontier.complete([Completion(x.ref, 200) for x in leases])
+        if await frontier.is_finished("j"):
+            break
+        clock.advance(1)
+    return taken
+
+
+async def test_pinned__a_request_is_leased_only_through_its_pools_routes(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # as route_plans makes them: the spider's pool "dc", and "res" (another tier) only for the
+    # requests that name it
+    routes = (
+        *ROUTES,
+        RoutePlan("res/0", "res", tier=1, pinned=True),
+        RoutePlan("res/1", "res", tier=1, pinned=True),
+    )
+    await job(frontier, routes=routes)
+    await frontier.enqueue("j", urls(12) + _pinned(6, "res") + _pinned(4, "dc", "res"))
+    assert sorted(x.route for x in await frontier.lanes("a.test")) == [
+        "dc/0", "dc/1", "dc/2", "res/0", "res/1"
+    ]  # fmt: skip
+    taken = await _drain(frontier, clock)
+    assert await frontier.is_finished("j"), "a pinned request on another tier is not starved"
+    by_kind: dict[str, set[str]] = {}
+    for lease in taken:
+        by_kind.setdefault(lease.url.rsplit("/", 1)[0], set()).add(lease.route)
+    assert by_kind["http://a.test/p"] <= {"dc/0", "dc/1", "dc/2"}, "never a pinned-only route"
+    assert by_kind["http://a.test/pin/res"] <= {"res/0", "res/1"}
+    assert by_kind["http://a.test/pin/dc-res"] <= {"dc/0", "dc/1", "dc/2", "res/0", "res/1"}
+    assert len(taken) == 22
+
+
+async def test_pinned__a_request_pinned_to_a_pool_off_the_domains_tier_is_not_starved(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # both pools serve the domain; it is crawled on the cheap tier, the dear one is for
+    # escalation only: a request that names the dear pool goes through it at once
+    routes = (RoutePlan("cheap/0", "cheap", tier=0), RoutePlan("dear/0", "dear", tier=1))
+    await job(frontier, routes=routes)
+    await frontier.enqueue("j", urls(5) + _pinned(3, "dear"))
+    taken = await _drain(frontier, clock)
+    assert await frontier.is_finished("j")
+    routes_of = {x.url: x.route for x in taken}
+    assert {r for u, r in routes_of.items() if "/pin/" in u} == {"dear/0"}
+    assert {r for u, r in routes_of.items() if "/pin/" not in u} == {"cheap/0"}, "tier rule holds"

@@ -293,14 +293,17 @@ class PostgresFrontier:
         """Insert the requests and any domain not seen yet; returns (added, domains inserted)."""
         defaults = self._job_defaults[job_id]
         now = self.clock()
-        cols: tuple[list[Any], ...] = tuple([] for _ in range(11))
-        trap_cols: tuple[list[Any], ...] = tuple([] for _ in range(12))
+        cols: tuple[list[Any], ...] = tuple([] for _ in range(12))
+        trap_cols: tuple[list[Any], ...] = tuple([] for _ in range(13))
         domains: set[str] = set()
+        pins: dict[str, set[str]] = {}
         for r in sorted(requests, key=lambda r: r.fingerprint):
             if r.trap is not None:
                 _append_row(trap_cols, (*request_values(r, defaults), f"trap: {r.trap}"))
                 continue
             domains.add(r.domain)
+            if r.pool:
+                pins.setdefault(r.domain, set()).update(r.pool)
             _append_row(cols, request_values(r, defaults))
         added = 0
         if trap_cols[0]:
@@ -320,18 +323,42 @@ class PostgresFrontier:
                 [x.max_in_flight for x in limits],
                 [x.min_delay for x in limits],
             )
+        if new or pins:
+            # a new domain's own lanes; every batch's pinned requests' lanes (rare, and a lane
+            # another process made for the domain's own requests gains the pinned role)
             start = self.pacing.start_concurrency
-            keys = ("domain", "route", "tier", "max_in_flight", "min_delay", "delay", "concurrency")
-            lanes = sorted(
-                tuple(row[k] for k in keys)
-                for d, lim in zip(new, limits, strict=True)
-                for row in lane_rows(d, lim, defaults.lanes_for(d), start=start)
-            )
-            await conn.execute(Q["insert_lanes"], *_columns(lanes, 7))
+            rows = [
+                row
+                for d in new
+                for row in lane_rows(d, defaults.limits_for(d), defaults.lanes_for(d), start=start)
+            ]
+            for d, pools in pins.items():
+                routes = defaults.pinned_lanes(pools)
+                limits_d = defaults.limits_for(d)
+                rows.extend(lane_rows(d, limits_d, routes, start=start, pinned=True))
+            await self._insert_lanes(conn, rows)
+        if new:
             await conn.execute(Q["domain_tier_init"], new)
         if added:
             await self._notify(conn)
         return added, new
+
+    @staticmethod
+    async def _insert_lanes(conn: Conn, rows: list[dict[str, Any]]) -> None:
+        """Insert ``lane_rows`` (one per lane: its roles merged), in lane order, then give the
+        lanes there already the roles they lack."""
+        keys = ("domain", "route", "tier", "max_in_flight", "min_delay", "delay", "concurrency")
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in rows:
+            seen = merged.setdefault((row["domain"], row["route"]), row)
+            if seen is not row:
+                seen.update(shared=max(seen["shared"], row["shared"]))
+                seen.update(pinned=max(seen["pinned"], row["pinned"]))
+        lanes = [merged[k] for k in sorted(merged)]
+        values = [(*(r[k] for k in keys), r["shared"], r["pinned"]) for r in lanes]
+        await conn.execute(Q["insert_lanes"], *_columns(values, 9))
+        roles = [(r["domain"], r["route"], r["shared"], r["pinned"]) for r in lanes]
+        await conn.execute(Q["lane_roles"], *_columns(roles, 4))
 
     @staticmethod
     async def _budget(
