@@ -208,3 +208,20 @@ async def test_pinned__a_request_pinned_to_a_pool_off_the_domains_tier_is_not_st
     routes_of = {x.url: x.route for x in taken}
     assert {r for u, r in routes_of.items() if "/pin/" in u} == {"dear/0"}
     assert {r for u, r in routes_of.items() if "/pin/" not in u} == {"cheap/0"}, "tier rule holds"
+
+
+async def test_pinned__a_lane_for_pinned_requests_only_never_leaves_a_lease_empty(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    """Once the pinned requests are done, their lane still comes up in the lease's turn: the
+    domain's own requests are leased through its other lanes in that same call."""
+    await job(frontier, routes=(ROUTES[0], RoutePlan("res/0", "res", tier=1, pinned=True)))
+    await frontier.enqueue("j", _pinned(1, "res") + urls(8))
+    sizes = []
+    while not await frontier.is_finished("j") and len(sizes) < 20:
+        leases = await frontier.lease("A", 1, TTL)  # one a call: the lanes take turns
+        sizes.append(len(leases))
+        await frontier.complete([Completion(x.ref, 200) for x in leases])
+        clock.advance(1)
+    assert await frontier.is_finished("j")
+    assert 0 not in sizes, f"leases per call: {sizes}"

@@ -671,7 +671,7 @@ WITH active AS (
     ) l ON true
 ), pick AS MATERIALIZED (
     SELECT p.id, c.domain, c.route, c.delay, c.step, c.gap, c.start, c.last_lease_at, p.slot,
-           c.start + p.slot * c.gap AS start_at
+           c.start + p.slot * c.gap AS start_at, coalesce(c.shared, true) AS shared
     FROM cand c
     LEFT JOIN LATERAL (
         SELECT q.id, (row_number() OVER (ORDER BY q.priority DESC, q.id) - 1)::int AS slot
@@ -728,10 +728,11 @@ WITH active AS (
     WHERE d.domain = s.domain
 )
 -- one row per pick row: the leases, and a row with a NULL id per domain found without ready work
--- (the caller leases again, past the domains already visited, when those left the batch short)
+-- (the caller leases again, past the domains already visited, when those left the batch short;
+-- shared false: only the lane for pinned requests was, the domain's others are worth a look)
 SELECT t.id, j.name, t.url, p.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
        t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.lease_expires_at, p.start_at,
-       p.route
+       p.route, p.shared
 FROM pick p
 LEFT JOIN taken t ON t.id = p.id
 LEFT JOIN jobs j ON j.id = t.job_id
