@@ -225,3 +225,18 @@ async def test_pinned__a_lane_for_pinned_requests_only_never_leaves_a_lease_empt
         clock.advance(1)
     assert await frontier.is_finished("j")
     assert 0 not in sizes, f"leases per call: {sizes}"
+
+
+async def test_pinned__a_cheaper_pool_only_for_pinned_requests_does_not_set_the_domains_tier(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # the spider's pool is on tier 1; a tier-0 pool only pinned requests use must not make the
+    # domain's tier 0, where its own requests would have no lane
+    routes = (RoutePlan("dear/0", "dear", tier=1), RoutePlan("cheap/0", "cheap", pinned=True))
+    await job(frontier, routes=routes)
+    await frontier.enqueue("j", _pinned(2, "cheap") + urls(4))
+    taken = await _drain(frontier, clock)
+    assert await frontier.is_finished("j"), "the domain's own requests are not starved"
+    routes_of = {x.url: x.route for x in taken}
+    assert {r for u, r in routes_of.items() if "/pin/" in u} == {"cheap/0"}
+    assert {r for u, r in routes_of.items() if "/pin/" not in u} == {"dear/0"}

@@ -530,11 +530,11 @@ FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(id, breaker, open_until)
 WHERE r.id = u.id;
 
 -- name: domain_tiers
--- the route tiers a batch's domains have lanes on, and the tier each is crawled on now (the
--- domain rows are locked already, by lock_domains)
+-- the route tiers a batch's domains have lanes on for their own requests, and the tier each is
+-- crawled on now (the domain rows are locked already, by lock_domains)
 SELECT l.domain, d.tier, d.escalation, array_agg(DISTINCT l.tier)
 FROM lanes l JOIN domains d ON d.domain = l.domain
-WHERE l.domain = ANY ($1::text[])
+WHERE l.domain = ANY ($1::text[]) AND l.shared = 1
 GROUP BY l.domain, d.tier, d.escalation;
 
 -- name: escalate
@@ -544,12 +544,15 @@ UPDATE domains SET tier = $2, escalation = $3 WHERE domain = $1;
 INSERT INTO tier_moves (domain, at, from_tier, to_tier, why) VALUES ($1, $2, $3, $4, $5);
 
 -- name: domain_tier_init
--- new domains are crawled on the lowest route tier they have a lane on
+-- new domains are crawled on the lowest route tier they have a lane on for their own requests
+-- (not one only pinned requests use)
 UPDATE domains d SET tier = t.tier
-FROM (SELECT domain, min(tier) AS tier FROM lanes WHERE domain = ANY ($1::text[])
+FROM (SELECT domain, min(tier) AS tier FROM lanes
+      WHERE domain = ANY ($1::text[]) AND shared = 1
       GROUP BY domain) t
 WHERE d.domain = t.domain
-  AND NOT EXISTS (SELECT FROM lanes l WHERE l.domain = d.domain AND l.tier = d.tier);
+  AND NOT EXISTS (SELECT FROM lanes l
+                  WHERE l.domain = d.domain AND l.tier = d.tier AND l.shared = 1);
 
 -- name: rescue_expired
 -- An expired lease counted its attempt when it was taken: back to the queue, or dead when that

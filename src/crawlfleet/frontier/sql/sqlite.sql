@@ -377,10 +377,12 @@ ON CONFLICT (domain, route) DO UPDATE SET
 WHERE excluded.shared > lanes.shared OR excluded.pinned > lanes.pinned;
 
 -- name: domain_tier_init
--- a new domain is crawled on the lowest route tier it has a lane on
-UPDATE domains SET tier = (SELECT min(tier) FROM lanes WHERE domain = :domain)
+-- a new domain is crawled on the lowest route tier it has a lane on for its own requests (not
+-- one only pinned requests use)
+UPDATE domains SET tier = (SELECT min(tier) FROM lanes WHERE domain = :domain AND shared)
 WHERE domain = :domain
-  AND NOT EXISTS (SELECT 1 FROM lanes WHERE domain = :domain AND tier = domains.tier);
+  AND NOT EXISTS (SELECT 1 FROM lanes WHERE domain = :domain AND tier = domains.tier AND shared)
+  AND EXISTS (SELECT 1 FROM lanes WHERE domain = :domain AND shared);
 
 -- name: domain_cap
 SELECT max_in_flight FROM domains WHERE domain = ?;
@@ -444,10 +446,11 @@ SELECT id, breaker FROM routes WHERE id IN (SELECT value FROM json_each(?));
 UPDATE routes SET breaker = ?, open_until = ? WHERE id = ?;
 
 -- name: domain_tiers
--- the route tiers a batch's domains have lanes on, and the tier each is crawled on now
+-- the route tiers a batch's domains have lanes on for their own requests, and the tier each is
+-- crawled on now
 SELECT l.domain, d.tier, d.escalation, group_concat(DISTINCT l.tier)
 FROM lanes l JOIN domains d ON d.domain = l.domain
-WHERE l.domain IN (SELECT value FROM json_each(?))
+WHERE l.domain IN (SELECT value FROM json_each(?)) AND l.shared
 GROUP BY l.domain;
 
 -- name: escalate
