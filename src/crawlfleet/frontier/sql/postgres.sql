@@ -607,11 +607,12 @@ GROUP BY domain, lease_route
 --   while one leaser hands out a domain's slots, another skips that domain (it does not wait,
 --   and it cannot hand out the same slots) and serves the next one.
 -- cand: per domain, its oldest-served lane that may lease now: on the domain's current route
---   tier (or, whatever its tier, one that requests pinned to its pool were queued for: pinned;
---   shared says whether it carries the domain's own requests too, tag is the pool column of a
---   request pinned to its pool), a free slot below its (adaptive) concurrency, not held, its route's breaker not open,
---   a start slot within the horizon, and this worker below its fair share of it ($9 workers
---   share each lane's slots; $10/$11/$12: this worker's live leases per lane). One lane per
+--   tier (or, whatever its tier, one that requests pinned to its pool were queued for, while
+--   the domain has pinned requests queued: pinned; shared says whether it carries the domain's
+--   own requests too, tag is the pool column of a request pinned to its pool), a free slot
+--   below its (adaptive) concurrency, not held, its route's breaker not open, a start slot
+--   within the horizon, and this worker below its fair share of it ($9 workers share each
+--   lane's slots; $10/$11/$12: this worker's live leases per lane). One lane per
 --   domain per statement: the domain's cap is checked against one lane's take; the caller runs
 --   the statement again for the domain's other lanes. A lane's starts are spaced by the wider of
 --   its own delay and its domain's (rate, Crawl-delay); free is the narrower of the lane's, the
@@ -623,9 +624,10 @@ GROUP BY domain, lease_route
 --   429: lease_route keeps the route of its last lease) waits for another of the domain's lanes,
 --   unless it has no other that may carry it now (alone; pool_alone for a pinned request). A
 --   request pinned to pools (its pool column) goes only on lanes of their routes. slot numbers
---   the lane's requests: it starts at start + slot * gap. A domain without ready work (or without a lane that may lease) yields one row with a NULL id:
---   it is still marked served, so it moves to the back of the line; the caller runs the
---   statement again past the domains visited ($8) while they leave the batch short.
+--   the lane's requests: it starts at start + slot * gap. A domain without ready work (or
+--   without a lane that may lease) yields one row with a NULL id: it is still marked served,
+--   so it moves to the back of the line; the caller runs the statement again past the domains
+--   visited ($8) while they leave the batch short.
 -- taken: the fencing token moves on at every lease; the lease remembers its route.
 -- lanes_served / domains_served: in-flight counts and next start slots, on the rows locked above.
 WITH active AS (
@@ -664,7 +666,11 @@ WITH active AS (
         FROM lanes ln
         LEFT JOIN routes r ON r.id = ln.route
         LEFT JOIN mine m ON m.domain = ln.domain AND m.route = ln.route
-        WHERE ln.domain = x.domain AND ((ln.tier = x.tier AND ln.shared = 1) OR ln.pinned = 1)
+        WHERE ln.domain = x.domain
+          AND ((ln.tier = x.tier AND ln.shared = 1)
+               OR (ln.pinned = 1 AND EXISTS (SELECT FROM requests q
+                                             WHERE q.domain = x.domain AND q.state = 'queued'
+                                               AND q.pool IS NOT NULL)))
           AND ln.in_flight < ln.concurrency
           AND ln.blocked_until <= $1 AND ln.next_at <= $2 AND coalesce(r.open_until, 0) <= $1
           AND (ln.concurrency + $9 - 1) / $9 > coalesce(m.n, 0)
@@ -1066,3 +1072,7 @@ ALTER TABLE requests ADD COLUMN pool text;
 ALTER TABLE lanes
     ADD COLUMN shared integer NOT NULL DEFAULT 1,
     ADD COLUMN pinned integer NOT NULL DEFAULT 0;
+-- whether a domain has pinned requests queued at all: a lane only they use is passed over when
+-- it has none (without reading the domain's other requests)
+CREATE INDEX requests_pinned ON requests (domain, priority DESC, id)
+    WHERE state = 'queued' AND pool IS NOT NULL;

@@ -482,12 +482,13 @@ RETURNING id, domain, attempts, lease_route;
 -- name: lease_lanes
 -- Candidate lanes: a free in-flight slot in the lane and in its domain, not held, on the route
 -- tier the domain is crawled on (or, whatever its tier, a lane requests pinned to its pool
--- were queued for), a route whose breaker is not open, a pacing slot within the horizon (the
--- later of the lane's and the domain's next start). Oldest-served first, so a domain with a
--- million URLs cannot starve ten small ones. concurrency is the lane's current (adaptive) cap;
--- the domain's max_in_flight caps the sum of its lanes; a lane's starts are spaced by its
--- delay, a domain's by its rate and Crawl-delay. shared: the lane may carry requests not
--- pinned to a pool; tag: what the pool column of a request pinned to its pool holds.
+-- were queued for, while the domain has pinned requests queued), a route whose breaker is not
+-- open, a pacing slot within the horizon (the later of the lane's and the domain's next start).
+-- Oldest-served first, so a domain with a million URLs cannot starve ten small ones.
+-- concurrency is the lane's current (adaptive) cap; the domain's max_in_flight caps the sum of
+-- its lanes; a lane's starts are spaced by its delay, a domain's by its rate and Crawl-delay.
+-- shared: the lane may carry requests not pinned to a pool; tag: what the pool column of a
+-- request pinned to its pool holds.
 SELECT l.domain, l.route, l.concurrency - l.in_flight, d.max_in_flight - d.in_flight,
        l.delay, max(d.min_delay, d.delay_floor), max(l.next_at, d.next_at), l.concurrency,
        l.shared AND l.tier = d.tier, ',' || coalesce(r.pool, l.route) || ','
@@ -495,7 +496,11 @@ FROM lanes l INDEXED BY lanes_served
 JOIN domains d ON d.domain = l.domain
 LEFT JOIN routes r ON r.id = l.route
 WHERE l.in_flight < l.concurrency AND d.in_flight < d.max_in_flight
-  AND l.blocked_until <= :now AND ((l.tier = d.tier AND l.shared) OR l.pinned)
+  AND l.blocked_until <= :now
+  AND ((l.tier = d.tier AND l.shared)
+       OR (l.pinned AND EXISTS (SELECT 1 FROM requests q INDEXED BY requests_pinned
+                                WHERE q.domain = l.domain AND q.state = 'queued'
+                                  AND q.pool IS NOT NULL)))
   AND coalesce(r.open_until, 0) <= :now
   AND l.next_at <= :horizon AND d.next_at <= :horizon
 ORDER BY l.last_lease_at
@@ -863,3 +868,7 @@ WHERE q.id = ?;
 ALTER TABLE requests ADD COLUMN pool TEXT;
 ALTER TABLE lanes ADD COLUMN shared INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE lanes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+-- whether a domain has pinned requests queued at all: a lane only they use is passed over when
+-- it has none (without reading the domain's other requests)
+CREATE INDEX requests_pinned ON requests (domain, priority DESC, id)
+    WHERE state = 'queued' AND pool IS NOT NULL;
