@@ -297,10 +297,11 @@ WHERE r.job_id = $1
 GROUP BY r.domain, d.max_in_flight, d.min_delay, d.delay_floor, d.tier;
 
 -- name: capacity_lanes
--- and of their lanes: the route's pool, the lane's health, the route's breaker
+-- and of their lanes for their own requests (not those only pinned requests use): the route's
+-- pool, the lane's health, the route's breaker
 SELECT l.domain, l.route, coalesce(rt.pool, l.route), l.tier, l.health, coalesce(rt.breaker, '{}')
 FROM lanes l LEFT JOIN routes rt ON rt.id = l.route
-WHERE l.domain = ANY ($1::text[]);
+WHERE l.domain = ANY ($1::text[]) AND l.shared = 1;
 
 -- name: notify
 -- Idle workers LISTEN instead of polling: a transaction that queued requests, freed slots or

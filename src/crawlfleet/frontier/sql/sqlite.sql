@@ -288,10 +288,11 @@ WHERE r.job_id = ?
 GROUP BY r.domain;
 
 -- name: capacity_lanes
--- and of their lanes: the route's pool, the lane's health, the route's breaker
+-- and of their lanes for their own requests (not those only pinned requests use): the route's
+-- pool, the lane's health, the route's breaker
 SELECT l.domain, l.route, coalesce(rt.pool, l.route), l.tier, l.health, coalesce(rt.breaker, '{}')
 FROM lanes l LEFT JOIN routes rt ON rt.id = l.route
-WHERE l.domain IN (SELECT value FROM json_each(?));
+WHERE l.domain IN (SELECT value FROM json_each(?)) AND l.shared;
 
 -- name: work_changed
 UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'work_version';
