@@ -240,3 +240,23 @@ async def test_pinned__a_cheaper_pool_only_for_pinned_requests_does_not_set_the_
     routes_of = {x.url: x.route for x in taken}
     assert {r for u, r in routes_of.items() if "/pin/" in u} == {"cheap/0"}
     assert {r for u, r in routes_of.items() if "/pin/" not in u} == {"dear/0"}
+
+
+async def test_pinned__a_request_blocked_through_its_pools_only_route_tries_it_again(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # the domain has three lanes for its own requests, the pinned request one: a block through
+    # it must not wait for "another route" of the domain that the request may not take
+    routes = (*ROUTES, RoutePlan("solo/0", "solo", pinned=True))
+    await job(frontier, limits=DomainLimits(max_in_flight=6), routes=routes)
+    await frontier.enqueue("j", _pinned(1, "solo"))
+    seen = []
+    for _ in range(3):
+        leases = await frontier.lease("A", 10, TTL)
+        assert len(leases) == 1, f"leased again after a block: {seen}"
+        seen.append(leases[0].route)
+        blocked = _failure(leases[0], clock, outcome="blocked", status=200,
+                           route_signal="block", count_attempt=False)  # fmt: skip
+        await frontier.fail([blocked])  # type: ignore[list-item]
+        clock.advance(61)
+    assert seen == ["solo/0"] * 3

@@ -89,7 +89,8 @@ MIGRATIONS = sorted(
     if name.startswith("migration_")
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-#: times one lease call looks again at a domain found empty on a lane for pinned requests only
+#: times one lease call looks again at a domain found empty where pinned requests may be left to
+#: another of its lanes (the lane was one only they use, or they are waiting)
 PINNED_LOOKS = 4
 #: deadlocks are avoided by lock order; these are the rare leftovers, worth one more try
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
@@ -427,10 +428,10 @@ class PostgresFrontier:
             mine = {(d, r): n for d, r, n in await conn.fetch(Q["my_leases"], worker)}
         leases: list[Lease] = []
         visited: list[str] = []
-        looked: Counter[str] = Counter()  # domains whose lane for pinned requests had none
+        looked: Counter[str] = Counter()  # domains looked at again (see PINNED_LOOKS)
         # One lane per domain per statement: a domain with several lanes takes several rounds.
         # Every round takes a lease, passes over a domain for good, or looks again at one found
-        # empty on a lane only pinned requests use (a few times at most), so this ends.
+        # empty where pinned requests may be another lane's (a few times at most), so this ends.
         while len(leases) < limit and len(visited) < DOMAINS_PER_LEASE:
             lanes = sorted(mine)
             rows = await conn.fetch(
@@ -455,8 +456,8 @@ class PostgresFrontier:
             # (the row limit cut it short, or another lane); what it gave counts against this
             # worker's share of its lane.
             empty = {r[3] for r in rows if r[0] is None}
-            again = {d for d, shared in ((r[3], r[-1]) for r in rows if r[0] is None) if not shared}
-            again = {d for d in again if looked[d] < PINNED_LOOKS}
+            unsettled = (r[3] for r in rows if r[0] is None and not r[-1])
+            again = {d for d in unsettled if looked[d] < PINNED_LOOKS}
             looked.update(again)
             if not taken and not empty:
                 break  # nothing more anywhere in reach
@@ -497,7 +498,7 @@ class PostgresFrontier:
 
     @staticmethod
     def _lease_from_row(row: Sequence[Any]) -> Lease:
-        *head, expires_at, start_at, route, _shared = row  # the job column holds its name
+        *head, expires_at, start_at, route, _settled = row  # the job column holds its name
         return lease_from_row(head, head[1], expires_at, start_at, route)
 
     async def _rescue(self, conn: Conn, now: float) -> int:

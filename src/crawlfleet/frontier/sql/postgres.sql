@@ -657,7 +657,10 @@ WITH active AS (
            l.shared, ',' || l.pool || ',' AS tag,
            l.pinned = 0 OR (SELECT count(*) <= 1 FROM lanes o JOIN routes ro ON ro.id = o.route
                             WHERE o.domain = x.domain AND ro.pool = l.pool
-                              AND ro.open_until <= $1) AS pool_alone
+                              AND ro.open_until <= $1) AS pool_alone,
+           EXISTS (SELECT FROM requests q
+                   WHERE q.domain = x.domain AND q.state = 'queued' AND q.pool IS NOT NULL
+                     AND q.ready_at <= $1) AS pins
     FROM dom x
     LEFT JOIN LATERAL (
         SELECT ln.route, ln.delay, ln.next_at, ln.concurrency, ln.in_flight,
@@ -681,7 +684,8 @@ WITH active AS (
     ) l ON true
 ), pick AS MATERIALIZED (
     SELECT p.id, c.domain, c.route, c.delay, c.step, c.gap, c.start, c.last_lease_at, p.slot,
-           c.start + p.slot * c.gap AS start_at, coalesce(c.shared, true) AS shared
+           c.start + p.slot * c.gap AS start_at,
+           c.route IS NULL OR (c.shared AND NOT c.pins) AS settled
     FROM cand c
     LEFT JOIN LATERAL (
         SELECT q.id, (row_number() OVER (ORDER BY q.priority DESC, q.id) - 1)::int AS slot
@@ -739,10 +743,11 @@ WITH active AS (
 )
 -- one row per pick row: the leases, and a row with a NULL id per domain found without ready work
 -- (the caller leases again, past the domains already visited, when those left the batch short;
--- shared false: only the lane for pinned requests was, the domain's others are worth a look)
+-- settled false: the lane found empty was one only pinned requests use, or the domain has
+-- pinned requests ready that another of its lanes may take: the caller looks again)
 SELECT t.id, j.name, t.url, p.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
        t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.lease_expires_at, p.start_at,
-       p.route, p.shared
+       p.route, p.settled
 FROM pick p
 LEFT JOIN taken t ON t.id = p.id
 LEFT JOIN jobs j ON j.id = t.job_id
