@@ -260,3 +260,23 @@ async def test_pinned__a_request_blocked_through_its_pools_only_route_tries_it_a
         await frontier.fail([blocked])  # type: ignore[list-item]
         clock.advance(61)
     assert seen == ["solo/0"] * 3
+
+
+async def test_pinned__blocks_on_a_lane_only_pinned_requests_use_leave_the_domains_tier(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    routes = (
+        RoutePlan("cheap/0", "cheap", tier=0),
+        RoutePlan("dear/0", "dear", tier=1),
+        RoutePlan("walled/0", "walled", tier=0, pinned=True),
+    )
+    await job(frontier, limits=DomainLimits(max_in_flight=20), routes=routes)
+    await frontier.enqueue("j", _pinned(12, "walled"))
+    walled = await frontier.lease("A", 40, TTL)
+    assert len(walled) >= 4 and {x.route for x in walled} == {"walled/0"}
+    await frontier.fail([_failure(x, clock, outcome="blocked", status=403) for x in walled])  # type: ignore[misc]
+    clock.advance(60)
+    await frontier.enqueue("j", urls(20))
+    after = await frontier.lease("A", 40, TTL)
+    assert "dear/0" not in {x.route for x in after}, "the domain stays on its cheap tier"
+    assert "cheap/0" in {x.route for x in after}

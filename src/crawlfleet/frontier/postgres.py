@@ -655,7 +655,7 @@ class PostgresFrontier:
             state = pace.apply(lane, self.pacing, now, mine)
             health = pace.fold_health(row[11], mine, now)
             values.append((lane.domain, lane.route, freed[key], *pace.write_values(state), health))
-            if lane.route != DIRECT:
+            if lane.route != DIRECT and row[13]:  # a domain's tier: its own lanes decide
                 tiered.setdefault(lane.domain, []).extend(
                     (row[12], e.outcome is Outcome.BLOCKED) for e in mine
                 )

@@ -568,7 +568,7 @@ class SQLiteFrontier:
             health = pace.fold_health(row[11], mine, now)
             updates.append((freed[key], *pace.write_values(state), health, lane.domain, lane.route))
             per_domain[lane.domain] += freed[key]
-            if lane.route != DIRECT:
+            if lane.route != DIRECT and row[13]:  # a domain's tier: its own lanes decide
                 tiered.setdefault(lane.domain, []).extend(
                     (row[12], e.outcome is Outcome.BLOCKED) for e in mine
                 )

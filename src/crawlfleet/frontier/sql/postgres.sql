@@ -488,7 +488,7 @@ FROM d WHERE l.domain = d.domain
 -- lane's limits are the narrower of its route's and its domain's.
 SELECT l.domain, l.route, least(l.max_in_flight, d.max_in_flight),
        greatest(l.min_delay, d.min_delay), l.in_flight, l.next_at, l.delay, l.concurrency,
-       l.blocked_until, l.delay_floor, l.pacing, l.health, l.tier
+       l.blocked_until, l.delay_floor, l.pacing, l.health, l.tier, l.shared
 FROM lanes l JOIN domains d ON d.domain = l.domain
 JOIN unnest($1::text[], $2::text[]) AS u(domain, route) ON l.domain = u.domain AND l.route = u.route
 ORDER BY l.domain, l.route

@@ -429,7 +429,7 @@ UPDATE lanes SET delay_floor = :floor, delay = max(delay, :floor) WHERE domain =
 -- (?: a JSON array of [domain, route] pairs; the join walks the lanes' primary key)
 SELECT l.domain, l.route, min(l.max_in_flight, d.max_in_flight), max(l.min_delay, d.min_delay),
        l.in_flight, l.next_at, l.delay, l.concurrency, l.blocked_until, l.delay_floor, l.pacing,
-       l.health, l.tier
+       l.health, l.tier, l.shared
 FROM json_each(?) j
 JOIN lanes l ON l.domain = json_extract(j.value, '$[0]') AND l.route = json_extract(j.value, '$[1]')
 JOIN domains d ON d.domain = l.domain;
