@@ -707,10 +707,13 @@ def _browser_request(request: FetchRequest, a: Attempt) -> FetchRequest:
 
 
 def _report_cuts(a: Attempt) -> None:
-    """Say what a page lost to the caps: links over ``max_links_per_page``, and everything past
-    the parse limit (``Response.max_parse_size``)."""
+    """Say what a page lost to the caps: requests refused for themselves (an unknown pool),
+    links over ``max_links_per_page``, and everything past the parse limit
+    (``Response.max_parse_size``)."""
     out, response = a.output, a.response
     url = mask_credentials(a.lease.url)
+    for line in out.pool_refused if out is not None else ():
+        log.warning("%s (on %s)", line, url)
     if out is not None and out.links_dropped:
         cap = a.job.runtime.traps.max_links_per_page
         log.warning(

@@ -14,6 +14,7 @@ so they hold across the whole fleet.
 from __future__ import annotations
 
 import base64
+import difflib
 import hashlib
 import time
 import traceback
@@ -45,6 +46,7 @@ from crawlfleet.urls import (
     credentials_by_origin,
     host_of,
     in_scope,
+    mask_credentials,
     request_identity,
 )
 
@@ -62,6 +64,8 @@ class PageOutput:
     #: new links past the page's ``max_links_per_page``: dropped, not queued
     links_dropped: int = 0
     dropped: int = 0  # records the spider's process_record dropped
+    #: requests refused for their pool (one the worker does not have), one line each
+    pool_refused: list[str] = field(default_factory=list)
     #: what the spider got out of the page: items it yielded, and links it found (known or not)
     found: int = 0
     #: Requests refused alone, by why (a URL that is not a string, an unknown callback...)
@@ -195,6 +199,8 @@ class JobRuntime:
         self.suspected: set[tuple[str, str]] = set()
         self.traps = traps or trap_rules(spider_cls)
         self.max_attempts = spider_cls.max_attempts
+        #: the route pools a request may name (``Request(pool=...)``); None: not checked here
+        self.pools: frozenset[str] | None = None
         #: ``Authorization`` for the origins whose start URLs carry credentials (split off at
         #: intake: the store never has them; only the fetch of that origin sends them)
         self.authorization = {
@@ -242,6 +248,7 @@ class JobRuntime:
             max_attempts=req.max_attempts,
             trap=trap,
             headers=req.headers,
+            pool=req.pool,
         )
 
     def link(
@@ -255,6 +262,12 @@ class JobRuntime:
         """Queue ``req`` in ``out`` if it is in scope and new to this worker (a trap is queued
         marked as one: the store keeps it as ``dead(trap)``); past the page's
         ``max_links_per_page`` it is dropped and counted (``out.links_dropped``)."""
+        if req.pool and self.pools is not None:
+            reason = unknown_pool(req.pool, self.pools)
+            if reason is not None:
+                out.pool_refused.append(f"request {mask_credentials(req.url)} refused: {reason}")
+                out.refused["a pool the worker does not have"] += 1
+                return
         cap = self.traps.max_links_per_page
         if cap is not None and len(out.discovered) >= cap:
             out.links_dropped += 1  # not marked handled: another page may still add it
@@ -470,6 +483,18 @@ class JobRuntime:
                 warc.refers_to,
             )
         )
+
+
+def unknown_pool(names: Iterable[str], known: Iterable[str]) -> str | None:
+    """Why a request naming route pools ``names`` cannot be queued (one line), or None if every
+    one of them is in ``known``."""
+    pools = sorted(known)
+    for name in names:
+        if name not in pools:
+            close = difflib.get_close_matches(name, pools, n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return f"no route pool named {name!r}{hint}"
+    return None
 
 
 def basic_authorization(user: str, password: str) -> str:

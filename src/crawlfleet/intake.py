@@ -49,6 +49,7 @@ def seed_requests(
     requests: Iterable[Request],
     fetcher: str = "http",
     credentials: Mapping[str, tuple[str, str]] | None = None,
+    pools: Iterable[str] | None = None,
 ) -> list[NewRequest]:
     """A spider's start requests as the store takes them: the URL as fetched (normalised, no
     credentials), fingerprint (of its canonical form, method and body), domain, depth 0, the
@@ -57,11 +58,17 @@ def seed_requests(
     Credentials in a URL (``http://user:password@host/``) are split off here and never stored:
     the fetch sends them to that origin from ``credentials`` (the spider's ``start_urls``,
     :func:`~crawlfleet.urls.credentials_by_origin`). Raises UsageError for a start URL that
-    does not parse, or whose credentials are not those of its origin in ``start_urls``."""
+    does not parse, or whose credentials are not those of its origin in ``start_urls``, or
+    that names a route pool (``Request(pool=...)``) not in ``pools`` (when given)."""
+    from crawlfleet.extract import unknown_pool
     from crawlfleet.urls import mask_credentials, origin_of, request_identity, split_credentials
 
+    known = None if pools is None else frozenset(pools)
     out = []
     for req in requests:
+        reason = unknown_pool(req.pool, known) if known is not None else None
+        if reason is not None:
+            raise UsageError(f"start request {mask_credentials(req.url)!r}: {reason}")
         url, secret = split_credentials(req.url)
         try:
             canon, fp, domain = request_identity(url, req.method, req.body)
@@ -85,6 +92,7 @@ def seed_requests(
                 fetcher=req.fetcher or fetcher,
                 max_attempts=req.max_attempts,
                 headers=req.headers,
+                pool=req.pool,
             )
         )
     return out
@@ -104,13 +112,17 @@ def prepare(
     keys stored with the job for every worker's loader (arguments, ``-s`` settings, overrides).
     """
     from crawlfleet.extract import record_validator
+    from crawlfleet.routes.pools import RoutesConfig
 
     settings.for_spider(spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
     record_validator(spider_cls)  # a bad item_key too
     spider = spider_instance(spider_cls)
     try:
         seeds = seed_requests(
-            spider.start_requests(), spider_cls.fetcher, credentials_by_origin(spider.start_urls)
+            spider.start_requests(),
+            spider_cls.fetcher,
+            credentials_by_origin(spider.start_urls),
+            (settings.routes.pools or RoutesConfig()).names,
         )
     except UsageError:
         raise

@@ -23,7 +23,7 @@ from crawlfleet.fetch.base import Fetcher, FetcherPool
 from crawlfleet.fetch.http import FetchSettings, HttpClient, HttpFetcher
 from crawlfleet.fetch.robots import RobotsCache, RobotsGate
 from crawlfleet.frontier.ports import Jobs, Pacing
-from crawlfleet.routes.pools import Route, RoutesConfig
+from crawlfleet.routes.pools import DIRECT, Route, RoutesConfig
 from crawlfleet.spiders import load_job_spider
 
 if TYPE_CHECKING:
@@ -118,6 +118,7 @@ class JobContexts:
             spider_cls = await asyncio.to_thread(load_job_spider, job, self.spiders)
             traps = trap_rules(spider_cls, self.settings)
             runtime = JobRuntime(job, spider_cls, traps, self.settings.worker.cache_memory)
+            runtime.pools = frozenset(r.pool for r in self.routes.values()) or frozenset({DIRECT})
             if spider_cls.fetcher == "auto":  # what the fleet learnt, in this and earlier crawls
                 runtime.page_types.update(await self.store.page_types(name))
                 self._page_types_at[name] = asyncio.get_running_loop().time()

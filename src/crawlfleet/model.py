@@ -116,7 +116,8 @@ class RoutePlan:
 
     ``max_in_flight`` / ``min_delay``: the pool's own limits per domain through this route
     (None / 0: only the domain's). ``domains``: the pool serves only these domains (and their
-    subdomains); empty: any domain no other pool claims.
+    subdomains); empty: any domain no other pool claims. ``pinned``: the route serves only
+    requests that name its pool (``Request(pool=...)``), none of the others.
     """
 
     id: str
@@ -126,6 +127,7 @@ class RoutePlan:
     min_delay: float = 0.0
     cost: float = 0.0
     domains: tuple[str, ...] = ()
+    pinned: bool = False
 
 
 DIRECT_ROUTE = RoutePlan("direct", "direct")
@@ -173,6 +175,7 @@ class NewRequest:
     max_attempts: int | None = None  # None: the job's default
     trap: str | None = None  # why the finder judged it a trap: stored as dead(trap), never fetched
     headers: Mapping[str, str] | None = field(default=None, repr=False)  # may hold secrets
+    pool: tuple[str, ...] = ()  # the route pools it must leave through (empty: the usual ones)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,8 @@ A spider is a class; anyone who knows Scrapy should be at home::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -64,6 +65,26 @@ def with_query(url: str, query: str) -> str:
     return f"{head}?{query}" if query else head
 
 
+#: a route pool's name, as ``[[routes.pool]]`` spells it
+POOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+
+
+def pool_names(pool: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``Request(pool=...)``: one pool's name or a list of names, as a tuple (empty: none asked).
+
+    Raises ValueError for anything else: not a string, an empty list, a name pools cannot have.
+    Whether the pools exist is the worker's to check (its ``crawlfleet.toml`` has them)."""
+    if pool is None:
+        return ()
+    names = (pool,) if isinstance(pool, str) else tuple(pool)
+    if not names:
+        raise ValueError("pool must name at least one route pool (or be None)")
+    for name in names:
+        if not isinstance(name, str) or not POOL_NAME.fullmatch(name):
+            raise ValueError(f"pool must be a route pool's name or a list of them, not {name!r}")
+    return tuple(dict.fromkeys(names))
+
+
 class Request:
     """A URL to crawl, with the callback that parses its response.
 
@@ -75,6 +96,11 @@ class Request:
     redirect rules apply as to any request). ``form`` is a form's fields: a URL-encoded ``POST``
     body (``method="GET"``: the query string instead), ``Content-Type`` set. ``repr`` shows no
     header; ``Authorization`` and ``Cookie`` are masked wherever headers are printed or archived.
+
+    ``pool``: the route pool (a name, or a list of names) this request must leave through,
+    whatever the spider's ``route_pools``; it is leased only on lanes of those pools' routes, on
+    whichever tier they are. A name the worker's ``[[routes.pool]]`` does not have refuses this
+    request alone (a warning line), not its page.
     """
 
     __slots__ = (
@@ -88,6 +114,7 @@ class Request:
         "max_attempts",
         "meta",
         "method",
+        "pool",
         "priority",
     )
 
@@ -105,9 +132,11 @@ class Request:
         base: str | None = None,
         headers: Mapping[str, str] | None = None,
         form: FormData | None = None,
+        pool: str | Sequence[str] | None = None,
     ) -> None:
         if fetcher is not None and fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {FETCHERS}, not {fetcher!r}")
+        self.pool = pool_names(pool)
         self.headers = _own_headers(headers) if headers else None
         if form is not None:
             if body is not None:
@@ -147,6 +176,7 @@ class Request:
         self.body = None
         self.max_attempts = None
         self.headers = None
+        self.pool = ()
         return self
 
     @property

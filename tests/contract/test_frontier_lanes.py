@@ -7,13 +7,14 @@ route of the pools that serve it, and the lease hands out a route with each slot
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from itertools import pairwise
 
 from tests.conftest import FakeClock
-from tests.contract.test_frontier import TTL, job, urls
+from tests.contract.test_frontier import TTL, job, req, urls
 
 from crawlfleet.frontier.ports import Frontier
-from crawlfleet.model import Completion, DomainLimits, RoutePlan
+from crawlfleet.model import Completion, DomainLimits, Lease, NewRequest, RoutePlan
 
 ROUTES = tuple(RoutePlan(f"dc/{n}", "dc", max_in_flight=2) for n in range(3))
 
@@ -146,3 +147,136 @@ async def test_escalation__a_domain_blocked_on_its_tier_moves_to_the_next(
     clock.advance(60)  # the blocked lane's hold passes; the domain moved up meanwhile
     after = await frontier.lease("A", 12, TTL)
     assert after and {x.route for x in after} == {"dear/0"}
+
+
+# -- requests pinned to pools (Request(pool=...)) -------------------------------------------------
+
+
+def _pinned(n: int, *pools: str, host: str = "a.test") -> list[NewRequest]:
+    return [replace(req(f"http://{host}/pin/{'-'.join(pools)}/{i}"), pool=pools) for i in range(n)]
+
+
+async def _drain(frontier: Frontier, clock: FakeClock, rounds: int = 30) -> list[Lease]:
+    """Lease and complete until nothing is left (or ``rounds`` runs out); every lease taken."""
+    taken: list[Lease] = []
+    for _ in range(rounds):
+        leases = await frontier.lease("A", 100, TTL)
+        taken.extend(leases)
+        await frontier.complete([Completion(x.ref, 200) for x in leases])
+        if await frontier.is_finished("j"):
+            break
+        clock.advance(1)
+    return taken
+
+
+async def test_pinned__a_request_is_leased_only_through_its_pools_routes(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # as route_plans makes them: the spider's pool "dc", and "res" (another tier) only for the
+    # requests that name it
+    routes = (
+        *ROUTES,
+        RoutePlan("res/0", "res", tier=1, pinned=True),
+        RoutePlan("res/1", "res", tier=1, pinned=True),
+    )
+    await job(frontier, routes=routes)
+    await frontier.enqueue("j", urls(12) + _pinned(6, "res") + _pinned(4, "dc", "res"))
+    assert sorted(x.route for x in await frontier.lanes("a.test")) == [
+        "dc/0", "dc/1", "dc/2", "res/0", "res/1"
+    ]  # fmt: skip
+    taken = await _drain(frontier, clock)
+    assert await frontier.is_finished("j"), "a pinned request on another tier is not starved"
+    by_kind: dict[str, set[str]] = {}
+    for lease in taken:
+        by_kind.setdefault(lease.url.rsplit("/", 1)[0], set()).add(lease.route)
+    assert by_kind["http://a.test/p"] <= {"dc/0", "dc/1", "dc/2"}, "never a pinned-only route"
+    assert by_kind["http://a.test/pin/res"] <= {"res/0", "res/1"}
+    assert by_kind["http://a.test/pin/dc-res"] <= {"dc/0", "dc/1", "dc/2", "res/0", "res/1"}
+    assert len(taken) == 22
+
+
+async def test_pinned__a_request_pinned_to_a_pool_off_the_domains_tier_is_not_starved(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # both pools serve the domain; it is crawled on the cheap tier, the dear one is for
+    # escalation only: a request that names the dear pool goes through it at once
+    routes = (RoutePlan("cheap/0", "cheap", tier=0), RoutePlan("dear/0", "dear", tier=1))
+    await job(frontier, routes=routes)
+    await frontier.enqueue("j", urls(5) + _pinned(3, "dear"))
+    taken = await _drain(frontier, clock)
+    assert await frontier.is_finished("j")
+    routes_of = {x.url: x.route for x in taken}
+    assert {r for u, r in routes_of.items() if "/pin/" in u} == {"dear/0"}
+    assert {r for u, r in routes_of.items() if "/pin/" not in u} == {"cheap/0"}, "tier rule holds"
+
+
+async def test_pinned__a_lane_for_pinned_requests_only_never_leaves_a_lease_empty(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    """Once the pinned requests are done, their lane still comes up in the lease's turn: the
+    domain's own requests are leased through its other lanes in that same call."""
+    await job(frontier, routes=(ROUTES[0], RoutePlan("res/0", "res", tier=1, pinned=True)))
+    await frontier.enqueue("j", _pinned(1, "res") + urls(8))
+    sizes = []
+    while not await frontier.is_finished("j") and len(sizes) < 20:
+        leases = await frontier.lease("A", 1, TTL)  # one a call: the lanes take turns
+        sizes.append(len(leases))
+        await frontier.complete([Completion(x.ref, 200) for x in leases])
+        clock.advance(1)
+    assert await frontier.is_finished("j")
+    assert 0 not in sizes, f"leases per call: {sizes}"
+
+
+async def test_pinned__a_cheaper_pool_only_for_pinned_requests_does_not_set_the_domains_tier(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # the spider's pool is on tier 1; a tier-0 pool only pinned requests use must not make the
+    # domain's tier 0, where its own requests would have no lane
+    routes = (RoutePlan("dear/0", "dear", tier=1), RoutePlan("cheap/0", "cheap", pinned=True))
+    await job(frontier, routes=routes)
+    await frontier.enqueue("j", _pinned(2, "cheap") + urls(4))
+    taken = await _drain(frontier, clock)
+    assert await frontier.is_finished("j"), "the domain's own requests are not starved"
+    routes_of = {x.url: x.route for x in taken}
+    assert {r for u, r in routes_of.items() if "/pin/" in u} == {"cheap/0"}
+    assert {r for u, r in routes_of.items() if "/pin/" not in u} == {"dear/0"}
+
+
+async def test_pinned__a_request_blocked_through_its_pools_only_route_tries_it_again(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # the domain has three lanes for its own requests, the pinned request one: a block through
+    # it must not wait for "another route" of the domain that the request may not take
+    routes = (*ROUTES, RoutePlan("solo/0", "solo", pinned=True))
+    await job(frontier, limits=DomainLimits(max_in_flight=6), routes=routes)
+    await frontier.enqueue("j", _pinned(1, "solo"))
+    seen = []
+    for _ in range(3):
+        leases = await frontier.lease("A", 10, TTL)
+        assert len(leases) == 1, f"leased again after a block: {seen}"
+        seen.append(leases[0].route)
+        blocked = _failure(leases[0], clock, outcome="blocked", status=200,
+                           route_signal="block", count_attempt=False)  # fmt: skip
+        await frontier.fail([blocked])  # type: ignore[list-item]
+        clock.advance(61)
+    assert seen == ["solo/0"] * 3
+
+
+async def test_pinned__blocks_on_a_lane_only_pinned_requests_use_leave_the_domains_tier(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    routes = (
+        RoutePlan("cheap/0", "cheap", tier=0),
+        RoutePlan("dear/0", "dear", tier=1),
+        RoutePlan("walled/0", "walled", tier=0, pinned=True),
+    )
+    await job(frontier, limits=DomainLimits(max_in_flight=20), routes=routes)
+    await frontier.enqueue("j", _pinned(12, "walled"))
+    walled = await frontier.lease("A", 40, TTL)
+    assert len(walled) >= 4 and {x.route for x in walled} == {"walled/0"}
+    await frontier.fail([_failure(x, clock, outcome="blocked", status=403) for x in walled])  # type: ignore[misc]
+    clock.advance(60)
+    await frontier.enqueue("j", urls(20))
+    after = await frontier.lease("A", 40, TTL)
+    assert "dear/0" not in {x.route for x in after}, "the domain stays on its cheap tier"
+    assert "cheap/0" in {x.route for x in after}

@@ -272,3 +272,55 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+PINNED = """
+from crawlfleet.demo.spider import DemoShop, extract_product
+
+
+class Shop(DemoShop):
+    start_urls = [{start!r}]
+    route_pools = ["a"]
+
+    def parse(self, response):
+        yield from response.follow_all("nav.main a, a.next")  # (the mega-menu links products)
+        # product pages leave through pool b (another tier, a pool the spider does not use)
+        yield from response.follow_all("a.product-link", pool="b")
+        if response.url.endswith("/"):
+            yield response.follow("/?via=nowhere", pool="nowher")  # refused alone, in one line
+        record = extract_product(response)
+        if record is not None:
+            yield record
+"""
+
+
+def test_pinned__requests_pinned_to_a_pool_all_leave_through_its_proxy(
+    tmp_path: Path, fleet: ProxyFleet
+) -> None:
+    """``Request(pool="b")``: every product page goes through pool b's proxy (it leaves from its
+    own address), nothing else does, and the spider's own pool carries the rest."""
+    a, b = fleet.http[1], fleet.http[2]
+    products = 40
+    want = {r["sku"] for r in Catalog(products).expected_records()}
+    (tmp_path / "crawlfleet.toml").write_text(
+        '[[routes.pool]]\nname = "direct"\nenabled = false\n\n'
+        f'[[routes.pool]]\nname = "a"\nproxies = ["{a.url}"]\n\n'
+        f'[[routes.pool]]\nname = "b"\nproxies = ["{b.url}"]\ntier = 1\n'
+    )
+    with demo_shop("--products", str(products)) as base:
+        (tmp_path / "shop.py").write_text(PINNED.format(start=base + "/"))
+        result = run(["crawl", "shop.py", "-o", "out.jsonl"], tmp_path, timeout=120)
+        assert result.returncode == 0, result.stderr[-3000:]
+        sections = shop_stats(base)["sections"]
+    records = read_jsonl(tmp_path / "out.jsonl")
+    assert {r["sku"] for r in records} == want and len(records) == len(want)
+    through_a, through_b = sections.get(a.source, {}), sections.get(b.source, {})
+    assert through_b.get("product", 0) >= len(want), sections
+    assert set(through_b) <= {"product", "robots.txt"}, f"only pinned requests by b: {sections}"
+    assert "product" not in through_a and through_a.get("category"), sections
+    # robots.txt is fetched directly (the robots gate does not take a route)
+    assert set(sections) - {a.source, b.source} <= {"127.0.0.1"}, sections
+    assert set(sections.get("127.0.0.1", {})) <= {"robots.txt"}, sections
+    refused = [line for line in result.stderr.splitlines() if "nowher" in line]
+    assert refused and "no route pool named 'nowher'" in refused[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr

@@ -18,6 +18,7 @@ from crawlfleet.routes.pools import (
     RoutesConfig,
     load_routes,
     parse_routes,
+    route_plans,
     select_pools,
     tiers,
 )
@@ -209,3 +210,16 @@ def test_select_pools_refuses_unknown_names_and_unserved_domains(config: RoutesC
 def test_tiers_are_the_escalation_ladder(config: RoutesConfig) -> None:
     ladder = [(tier, _names(pools)) for tier, pools in tiers(config.pools)]
     assert ladder == [(0, [DIRECT, "login"]), (1, ["dc"]), (2, ["resi"])]
+
+
+def test_route_plans__pools_a_job_does_not_use_come_pinned(config: RoutesConfig) -> None:
+    """Any configured pool can be named by a request (``Request(pool=...)``): the job carries
+    its routes too, pinned (only for the requests that name it)."""
+    plans = route_plans(config, spider="shop", spider_pools=["dc"])
+    assert {(p.pool, p.pinned) for p in plans} == {
+        ("dc", False), (DIRECT, True), ("resi", True), ("login", True)
+    }  # fmt: skip
+    assert all(not p.domains for p in plans if p.pinned), "a pinned pool serves any domain"
+    unnamed = route_plans(config, spider="shop")
+    assert {p.pool for p in unnamed if p.pinned} == {"login"}, "login names another spider"
+    assert route_plans(RoutesConfig()) == (), "direct alone: the store's own direct lane"

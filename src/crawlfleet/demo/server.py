@@ -15,7 +15,8 @@ retries always gets the page in the end. ``/__admin/`` (never linked, disallowed
 lets tests read request statistics and flip switches at runtime:
 
 * ``GET /__admin/stats``: request counts per path, per canonical page, per status, per client
-  address, and per client per second; per client address the most requests accepted within
+  address, per client per section of the shop (``sections``: ``product``, ``category``...),
+  and per client per second; per client address the most requests accepted within
   one sliding second, its 429s and the captcha pages it earned (``per_client``); requests in
   flight at arrival and the latency they cost (``load``).
   With ``session_cookie`` on, ``sessions`` lists every request as ``[arrival, client, cookie

@@ -18,6 +18,9 @@ class Stats:
     pages: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
     clients: Counter[str] = field(default_factory=Counter)
+    #: per client address, its requests per section of the shop (a path's first segment:
+    #: "product", "category", "robots.txt"; "" for the home page): which route fetched what
+    sections: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     per_second: defaultdict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     faults: Counter[str] = field(default_factory=Counter)
     first_at: float | None = None  # when the first and the last request came (epoch seconds)
@@ -36,6 +39,7 @@ class Stats:
         self.paths[path] += 1
         self.pages[page] += 1
         self.clients[client] += 1
+        self.sections[client][path.lstrip("/").split("/", 1)[0].split("?", 1)[0]] += 1
         self.per_second[client][second] += 1
         return now
 
@@ -56,6 +60,7 @@ class Stats:
             "pages": dict(self.pages),
             "statuses": dict(self.statuses),
             "clients": dict(self.clients),
+            "sections": {client: dict(counts) for client, counts in self.sections.items()},
             "per_second": {
                 client: {str(sec): n for sec, n in sorted(counts.items())}
                 for client, counts in self.per_second.items()

@@ -59,6 +59,7 @@ __all__ = [
     "job_from_row",
     "lane_rows",
     "lease_from_row",
+    "pool_tags",
     "quarantine_from_row",
     "quarantine_item_from_row",
     "quarantine_values",
@@ -89,7 +90,14 @@ def request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
         r.fetcher,
         r.max_attempts or defaults.max_attempts,
         dumps(dict(r.headers)) if r.headers else None,
+        pool_tags(r.pool),
     )
+
+
+def pool_tags(pools: Sequence[str]) -> str | None:
+    """The ``pool`` column of a request pinned to ``pools``: ``,a,b,`` (a lane through pool ``a``
+    matches ``,a,``); None for a request that is not."""
+    return f",{','.join(pools)}," if pools else None
 
 
 def quarantine_values(job_id: int, q: QuarantineRow) -> tuple[Any, ...]:
@@ -218,10 +226,19 @@ def quarantine_item_from_row(row: Sequence[Any]) -> QuarantineItem:
 
 
 def lane_rows(
-    domain: str, limits: DomainLimits, routes: Sequence[RoutePlan], *, start: int
+    domain: str,
+    limits: DomainLimits,
+    routes: Sequence[RoutePlan],
+    *,
+    start: int,
+    pinned: bool = False,
 ) -> list[dict[str, Any]]:
     """The ``insert_lane`` rows of a new domain: one per route, with the route's own limits,
-    starting ``start`` wide at most (the pacing controller widens a lane that does well)."""
+    starting ``start`` wide at most (the pacing controller widens a lane that does well).
+
+    ``pinned``: lanes for requests pinned to the routes' pools (``shared`` 0, ``pinned`` 1); else
+    the domain's own lanes (``shared`` 1, ``pinned`` 0). A lane already there keeps its terms
+    and gains the role (see ``insert_lane(s)``)."""
     return [
         {
             "domain": domain,
@@ -231,6 +248,8 @@ def lane_rows(
             "min_delay": r.min_delay,
             "delay": max(r.min_delay, limits.min_delay),
             "concurrency": max(1, min(start, r.max_in_flight or NO_CAP, limits.max_in_flight)),
+            "shared": int(not pinned),
+            "pinned": int(pinned),
         }
         for r in routes
     ]

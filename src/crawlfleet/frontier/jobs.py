@@ -3,12 +3,14 @@ them: in the job's stored settings under private keys, read back into :class:`Jo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from crawlfleet.model import DIRECT_ROUTE, DomainLimits, JobSpec, RoutePlan
 from crawlfleet.policy.traps import TrapRules
+
+DIRECT = DIRECT_ROUTE.pool
 
 __all__ = ["JobDefaults", "defaults_from_settings", "settings_with_defaults"]
 
@@ -31,14 +33,23 @@ class JobDefaults:
 
     def lanes_for(self, domain: str) -> list[RoutePlan]:
         """The routes a new domain gets a lane through: those of the pools that claim it, else
-        those of the pools that claim no domain (every tier: the domain starts on the lowest)."""
-        if not self.routes:
+        those of the pools that claim no domain (every tier: the domain starts on the lowest).
+        Routes only for pinned requests are not among them (see :meth:`pinned_lanes`)."""
+        routes = [r for r in self.routes if not r.pinned]
+        if not routes:
             return [DIRECT_ROUTE]
         host = domain.lower().rstrip(".")
-        claimed = [
-            r for r in self.routes if any(host == d or host.endswith("." + d) for d in r.domains)
-        ]
-        return claimed or [r for r in self.routes if not r.domains] or [DIRECT_ROUTE]
+        claimed = [r for r in routes if any(host == d or host.endswith("." + d) for d in r.domains)]
+        return claimed or [r for r in routes if not r.domains] or [DIRECT_ROUTE]
+
+    def pinned_lanes(self, pools: Iterable[str]) -> list[RoutePlan]:
+        """The routes of ``pools`` (``Request(pool=...)``), for any domain: a domain gets a lane
+        through each for the requests pinned to them."""
+        names = set(pools)
+        routes = [r for r in self.routes if r.pool in names]
+        if DIRECT in names and not any(r.pool == DIRECT for r in routes):
+            routes.append(DIRECT_ROUTE)
+        return routes
 
 
 def settings_with_defaults(spec: JobSpec) -> dict[str, Any]:
@@ -51,7 +62,7 @@ def settings_with_defaults(spec: JobSpec) -> dict[str, Any]:
     settings["_budgets"] = [spec.page_budget, spec.pattern_budget]
     if spec.routes:
         settings["_routes"] = [
-            [r.id, r.pool, r.tier, r.max_in_flight, r.min_delay, r.cost, list(r.domains)]
+            [r.id, r.pool, r.tier, r.max_in_flight, r.min_delay, r.cost, list(r.domains), r.pinned]
             for r in spec.routes
         ]
     return settings
@@ -62,8 +73,9 @@ def defaults_from_settings(settings: dict[str, Any], max_attempts: int) -> JobDe
     limits = settings.pop("_limits", None) or {"default": [8, 0.0], "domains": {}}
     page, pattern = settings.pop("_budgets", None) or (None, None)
     routes = tuple(
-        RoutePlan(rid, pool, tier, cap, delay, cost, tuple(domains))
-        for rid, pool, tier, cap, delay, cost, domains in settings.pop("_routes", None) or ()
+        RoutePlan(rid, pool, tier, cap, delay, cost, tuple(domains), *pinned)
+        for rid, pool, tier, cap, delay, cost, domains, *pinned in settings.pop("_routes", None)
+        or ()
     )
     return JobDefaults(
         DomainLimits(*limits["default"]),

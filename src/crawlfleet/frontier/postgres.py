@@ -93,6 +93,9 @@ MIGRATIONS = sorted(
     if name.startswith("migration_")
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+#: times one lease call looks again at a domain found empty where pinned requests may be left to
+#: another of its lanes (the lane was one only they use, or they are waiting)
+PINNED_LOOKS = 4
 #: deadlocks are avoided by lock order; these are the rare leftovers, worth one more try
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 _TX_ATTEMPTS = 5
@@ -300,11 +303,14 @@ class PostgresFrontier:
         cols: tuple[list[Any], ...] = tuple([] for _ in range(12))
         trap_cols: tuple[list[Any], ...] = tuple([] for _ in range(13))
         domains: set[str] = set()
+        pins: dict[str, set[str]] = {}
         for r in sorted(requests, key=lambda r: r.fingerprint):
             if r.trap is not None:
                 _append_row(trap_cols, (*request_values(r, defaults), f"trap: {r.trap}"))
                 continue
             domains.add(r.domain)
+            if r.pool:
+                pins.setdefault(r.domain, set()).update(r.pool)
             _append_row(cols, request_values(r, defaults))
         added = 0
         if trap_cols[0]:
@@ -324,18 +330,42 @@ class PostgresFrontier:
                 [x.max_in_flight for x in limits],
                 [x.min_delay for x in limits],
             )
+        if new or pins:
+            # a new domain's own lanes; every batch's pinned requests' lanes (rare, and a lane
+            # another process made for the domain's own requests gains the pinned role)
             start = self.pacing.start_concurrency
-            keys = ("domain", "route", "tier", "max_in_flight", "min_delay", "delay", "concurrency")
-            lanes = sorted(
-                tuple(row[k] for k in keys)
-                for d, lim in zip(new, limits, strict=True)
-                for row in lane_rows(d, lim, defaults.lanes_for(d), start=start)
-            )
-            await conn.execute(Q["insert_lanes"], *_columns(lanes, 7))
+            rows = [
+                row
+                for d in new
+                for row in lane_rows(d, defaults.limits_for(d), defaults.lanes_for(d), start=start)
+            ]
+            for d, pools in pins.items():
+                routes = defaults.pinned_lanes(pools)
+                limits_d = defaults.limits_for(d)
+                rows.extend(lane_rows(d, limits_d, routes, start=start, pinned=True))
+            await self._insert_lanes(conn, rows)
+        if new:
             await conn.execute(Q["domain_tier_init"], new)
         if added:
             await self._notify(conn)
         return added, new
+
+    @staticmethod
+    async def _insert_lanes(conn: Conn, rows: list[dict[str, Any]]) -> None:
+        """Insert ``lane_rows`` (one per lane: its roles merged), in lane order, then give the
+        lanes there already the roles they lack."""
+        keys = ("domain", "route", "tier", "max_in_flight", "min_delay", "delay", "concurrency")
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in rows:
+            seen = merged.setdefault((row["domain"], row["route"]), row)
+            if seen is not row:
+                seen.update(shared=max(seen["shared"], row["shared"]))
+                seen.update(pinned=max(seen["pinned"], row["pinned"]))
+        lanes = [merged[k] for k in sorted(merged)]
+        values = [(*(r[k] for k in keys), r["shared"], r["pinned"]) for r in lanes]
+        await conn.execute(Q["insert_lanes"], *_columns(values, 9))
+        roles = [(r["domain"], r["route"], r["shared"], r["pinned"]) for r in lanes]
+        await conn.execute(Q["lane_roles"], *_columns(roles, 4))
 
     @staticmethod
     async def _budget(
@@ -401,8 +431,10 @@ class PostgresFrontier:
             mine = {(d, r): n for d, r, n in await conn.fetch(Q["my_leases"], worker)}
         leases: list[Lease] = []
         visited: list[str] = []
+        looked: Counter[str] = Counter()  # domains looked at again (see PINNED_LOOKS)
         # One lane per domain per statement: a domain with several lanes takes several rounds.
-        # Every round takes a lease or passes over a domain for good, so this ends.
+        # Every round takes a lease, passes over a domain for good, or looks again at one found
+        # empty where pinned requests may be another lane's (a few times at most), so this ends.
         while len(leases) < limit and len(visited) < DOMAINS_PER_LEASE:
             lanes = sorted(mine)
             rows = await conn.fetch(
@@ -427,9 +459,12 @@ class PostgresFrontier:
             # (the row limit cut it short, or another lane); what it gave counts against this
             # worker's share of its lane.
             empty = {r[3] for r in rows if r[0] is None}
+            unsettled = (r[3] for r in rows if r[0] is None and not r[-1])
+            again = {d for d in unsettled if looked[d] < PINNED_LOOKS}
+            looked.update(again)
             if not taken and not empty:
                 break  # nothing more anywhere in reach
-            visited.extend(empty)
+            visited.extend(empty - again)
             for lease in taken:
                 mine[lease.lane] = mine.get(lease.lane, 0) + 1
         return leases
@@ -466,7 +501,7 @@ class PostgresFrontier:
 
     @staticmethod
     def _lease_from_row(row: Sequence[Any]) -> Lease:
-        *head, expires_at, start_at, route = row  # the job column holds the job's name
+        *head, expires_at, start_at, route, _settled = row  # the job column holds its name
         return lease_from_row(head, head[1], expires_at, start_at, route)
 
     async def _rescue(self, conn: Conn, now: float) -> int:
@@ -649,7 +684,7 @@ class PostgresFrontier:
             state = pace.apply(lane, self.pacing, now, mine)
             health = pace.fold_health(row[11], mine, now)
             values.append((lane.domain, lane.route, freed[key], *pace.write_values(state), health))
-            if lane.route != DIRECT:
+            if lane.route != DIRECT and row[13]:  # a domain's tier: its own lanes decide
                 tiered.setdefault(lane.domain, []).extend(
                     (row[12], e.outcome is Outcome.BLOCKED) for e in mine
                 )

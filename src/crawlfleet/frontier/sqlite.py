@@ -309,11 +309,14 @@ class SQLiteFrontier:
         before = db.total_changes
         after_id = db.execute(Q["last_request_id"]).fetchone()[0]
         domains: set[str] = set()
+        pins: dict[str, set[str]] = {}
         rows, traps = [], []
         for r in requests:
             row = (job_id, *request_values(r, defaults))
             if r.trap is None:
                 domains.add(r.domain)
+                if r.pool:
+                    pins.setdefault(r.domain, set()).update(r.pool)
                 rows.append((*row, now, now))
             else:
                 traps.append((*row, f"trap: {r.trap}", now, now, now))
@@ -332,12 +335,15 @@ class SQLiteFrontier:
                 Q["insert_domain"],
                 (domain, limits.max_in_flight, limits.min_delay, limits.min_delay),
             )
+            start = self.pacing.start_concurrency
             db.executemany(
-                Q["insert_lane"],
-                lane_rows(
-                    domain, limits, defaults.lanes_for(domain), start=self.pacing.start_concurrency
-                ),
+                Q["insert_lane"], lane_rows(domain, limits, defaults.lanes_for(domain), start=start)
             )
+            if domain in pins:
+                routes = defaults.pinned_lanes(pins[domain])
+                db.executemany(
+                    Q["insert_lane"], lane_rows(domain, limits, routes, start=start, pinned=True)
+                )
             db.execute(Q["domain_tier_init"], {"domain": domain})
         return added
 
@@ -423,10 +429,13 @@ class SQLiteFrontier:
         picker = _Picker(db, worker, ttl, names, kinds, now)
         if any(route != DIRECT for _, route, *_ in candidates):  # a domain with routes to choose
             batch = dumps(sorted({domain for domain, *_ in candidates}))
-            picker.lanes = dict(db.execute(Q["usable_lanes"], (batch, now)).fetchall())
+            for domain, pool, shared, usable in db.execute(Q["usable_lanes"], (batch, now)):
+                picker.lanes[domain] = picker.lanes.get(domain, 0) + shared
+                picker.pool_lanes[(domain, pool)] = usable
         domain_free: dict[str, int] = {}
         leases: list[Lease] = []
-        for domain, route, free, d_free, delay, step, next_at, concurrency in candidates:
+        for row in candidates:
+            domain, route, free, d_free, delay, step, next_at, concurrency, shared, tag = row
             share = fair_share(concurrency, sharers, mine.get((domain, route), 0))
             room = domain_free.setdefault(domain, d_free)
             want = min(free, share, room, limit - len(leases))
@@ -439,7 +448,7 @@ class SQLiteFrontier:
             if gap > 0:
                 # hand out the pacing slots that fall inside the horizon, one start every `gap`
                 want = min(want, int((now + self.pacing.lease_horizon - start) / gap) + 1)
-            taken = picker.take(domain, route, want, start, gap)
+            taken = picker.take(domain, route, want, start, gap, shared=bool(shared), tag=tag)
             if not taken:
                 db.execute(Q["lane_touched"], (now, domain, route))
                 continue
@@ -595,7 +604,7 @@ class SQLiteFrontier:
             health = pace.fold_health(row[11], mine, now)
             updates.append((freed[key], *pace.write_values(state), health, lane.domain, lane.route))
             per_domain[lane.domain] += freed[key]
-            if lane.route != DIRECT:
+            if lane.route != DIRECT and row[13]:  # a domain's tier: its own lanes decide
                 tiered.setdefault(lane.domain, []).extend(
                     (row[12], e.outcome is Outcome.BLOCKED) for e in mine
                 )
@@ -1026,11 +1035,25 @@ class _Picker:
             now,
         )
         self.jobs = dumps(list(names))
-        #: per domain, its lanes that may lease now (a domain missing has one)
+        #: per domain, its lanes that may lease its own requests now (a domain missing has one)
         self.lanes: dict[str, int] = {}
+        #: per (domain, pool), the lanes that may lease requests pinned to the pool now
+        self.pool_lanes: dict[tuple[str, str], int] = {}
 
-    def take(self, domain: str, route: str, want: int, start: float, gap: float) -> list[Lease]:
-        """Up to ``want`` leases through ``route``, starting at ``start``, one every ``gap``."""
+    def take(
+        self,
+        domain: str,
+        route: str,
+        want: int,
+        start: float,
+        gap: float,
+        *,
+        shared: bool = True,
+        tag: str = f",{DIRECT},",
+    ) -> list[Lease]:
+        """Up to ``want`` leases through ``route``, starting at ``start``, one every ``gap``: of
+        the domain's own requests if the lane is ``shared``, and of those pinned to its pool
+        (``tag``, as the requests' pool column spells it)."""
         args = {
             "worker": self.worker,
             "domain": domain,
@@ -1040,6 +1063,9 @@ class _Picker:
             "kinds": self.kinds,
             "limit": want,
             "alone": int(self.lanes.get(domain, 1) <= 1),
+            "shared": int(shared),
+            "tag": tag,
+            "pool_alone": int(self.pool_lanes.get((domain, tag.strip(",")), 1) <= 1),
         }
         if gap <= 0:  # every lease starts now: one statement, one shared expiry
             expires = self.now + self.ttl

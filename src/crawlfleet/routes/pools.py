@@ -218,7 +218,9 @@ def route_plans(
 
     A spider's ``route_pools`` names its pools; otherwise every pool that names the spider, or
     names domains (those serve their domains only), or names neither (those serve the rest).
-    Only ``direct`` and nothing configured: empty (the store gives each domain a direct lane).
+    Every other pool's routes come ``pinned``: only requests that name their pool
+    (``Request(pool=...)``) go through them. Only ``direct`` and nothing configured: empty (the
+    store gives each domain a direct lane).
     """
     if spider_pools:
         pools = tuple(config.pool(n) for n in spider_pools)
@@ -226,8 +228,11 @@ def route_plans(
     else:
         pools = tuple(p for p in config.pools if not p.spiders or (spider in p.spiders))
         general = False
-    if all(p.is_direct for p in pools) and not (
-        any(p.domains for p in pools) or any(p.rate or p.concurrency for p in pools)
+    pinned = tuple(p for p in config.pools if p not in pools)
+    if (
+        not pinned
+        and all(p.is_direct for p in pools)
+        and not (any(p.domains for p in pools) or any(p.rate or p.concurrency for p in pools))
     ):
         return ()
     return tuple(
@@ -238,9 +243,11 @@ def route_plans(
             max_in_flight=pool.concurrency,
             min_delay=1.0 / pool.rate if pool.rate else 0.0,
             cost=pool.cost,
-            domains=() if general else pool.domains,
+            domains=() if general or only else pool.domains,
+            pinned=only,
         )
-        for pool in pools
+        for only, group in ((False, pools), (True, pinned))
+        for pool in group
         for route in pool.routes
     )
 

@@ -297,10 +297,11 @@ WHERE r.job_id = $1
 GROUP BY r.domain, d.max_in_flight, d.min_delay, d.delay_floor, d.tier;
 
 -- name: capacity_lanes
--- and of their lanes: the route's pool, the lane's health, the route's breaker
+-- and of their lanes for their own requests (not those only pinned requests use): the route's
+-- pool, the lane's health, the route's breaker
 SELECT l.domain, l.route, coalesce(rt.pool, l.route), l.tier, l.health, coalesce(rt.breaker, '{}')
 FROM lanes l LEFT JOIN routes rt ON rt.id = l.route
-WHERE l.domain = ANY ($1::text[]);
+WHERE l.domain = ANY ($1::text[]) AND l.shared = 1;
 
 -- name: notify
 -- Idle workers LISTEN instead of polling: a transaction that queued requests, freed slots or
@@ -343,13 +344,13 @@ UPDATE jobs SET state = $1 WHERE name = $2;
 -- DO NOTHING also absorbs duplicates inside the batch.
 INSERT INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, headers, state, ready_at, created_at)
+     max_attempts, headers, pool, state, ready_at, created_at)
 SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
-       u.body, u.fetcher, u.max_attempts, u.headers, 'queued', $2, $2
+       u.body, u.fetcher, u.max_attempts, u.headers, u.pool, 'queued', $2, $2
 FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::jsonb[],
-            $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[])
+            $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[], $15::text[])
      AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-          max_attempts, headers)
+          max_attempts, headers, pool)
 ON CONFLICT (job_id, fingerprint) DO NOTHING;
 
 -- name: insert_requests_returning
@@ -357,13 +358,13 @@ ON CONFLICT (job_id, fingerprint) DO NOTHING;
 -- is not new and draws on no budget)
 INSERT INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, headers, state, ready_at, created_at)
+     max_attempts, headers, pool, state, ready_at, created_at)
 SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
-       u.body, u.fetcher, u.max_attempts, u.headers, 'queued', $2, $2
+       u.body, u.fetcher, u.max_attempts, u.headers, u.pool, 'queued', $2, $2
 FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::jsonb[],
-            $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[])
+            $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[], $15::text[])
      AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-          max_attempts, headers)
+          max_attempts, headers, pool)
 ON CONFLICT (job_id, fingerprint) DO NOTHING
 RETURNING id, url, domain;
 
@@ -373,14 +374,14 @@ RETURNING id, url, domain;
 WITH inserted AS (
     INSERT INTO requests
         (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-         max_attempts, headers, state, dead_reason, last_error, ready_at, created_at, finished_at)
+         max_attempts, headers, pool, state, dead_reason, last_error, ready_at, created_at, finished_at)
     SELECT $1, u.fingerprint, u.url, u.domain, u.priority, u.depth, u.callback, u.meta, u.method,
-           u.body, u.fetcher, u.max_attempts, u.headers, 'dead', 'trap', u.error, $2, $2, $2
+           u.body, u.fetcher, u.max_attempts, u.headers, u.pool, 'dead', 'trap', u.error, $2, $2, $2
     FROM unnest($3::bytea[], $4::text[], $5::text[], $6::int[], $7::int[], $8::text[],
                 $9::jsonb[], $10::text[], $11::bytea[], $12::text[], $13::int[], $14::text[],
-                $15::text[])
+                $15::text[], $16::text[])
          AS u(fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-              max_attempts, headers, error)
+              max_attempts, headers, pool, error)
     ON CONFLICT (job_id, fingerprint) DO NOTHING
     RETURNING id, last_error
 )
@@ -425,11 +426,20 @@ FROM unnest($1::text[], $2::int[], $3::float8[]) AS u(domain, max_in_flight, min
 ON CONFLICT (domain) DO NOTHING;
 
 -- name: insert_lanes
--- new domains' lanes, one per route, with the route's own limits (first writer wins; sorted)
-INSERT INTO lanes (domain, route, tier, max_in_flight, min_delay, delay, concurrency)
+-- new domains' lanes, one per route, with the route's own limits (first writer wins; sorted),
+-- shared (the domain's own requests use it) and/or pinned (requests pinned to its pool do)
+INSERT INTO lanes (domain, route, tier, max_in_flight, min_delay, delay, concurrency, shared,
+                   pinned)
 SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::float8[], $6::float8[],
-                     $7::int[])
+                     $7::int[], $8::int[], $9::int[])
 ON CONFLICT (domain, route) DO NOTHING;
+
+-- name: lane_roles
+-- after insert_lanes: a lane there already gains the roles it lacked (only those rows are
+-- written, and so locked)
+UPDATE lanes l SET shared = greatest(l.shared, u.shared), pinned = greatest(l.pinned, u.pinned)
+FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) AS u(domain, route, shared, pinned)
+WHERE l.domain = u.domain AND l.route = u.route AND (u.shared > l.shared OR u.pinned > l.pinned);
 
 -- name: upsert_routes
 INSERT INTO routes (id, pool, tier, cost)
@@ -478,7 +488,7 @@ FROM d WHERE l.domain = d.domain
 -- lane's limits are the narrower of its route's and its domain's.
 SELECT l.domain, l.route, least(l.max_in_flight, d.max_in_flight),
        greatest(l.min_delay, d.min_delay), l.in_flight, l.next_at, l.delay, l.concurrency,
-       l.blocked_until, l.delay_floor, l.pacing, l.health, l.tier
+       l.blocked_until, l.delay_floor, l.pacing, l.health, l.tier, l.shared
 FROM lanes l JOIN domains d ON d.domain = l.domain
 JOIN unnest($1::text[], $2::text[]) AS u(domain, route) ON l.domain = u.domain AND l.route = u.route
 ORDER BY l.domain, l.route
@@ -521,11 +531,11 @@ FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(id, breaker, open_until)
 WHERE r.id = u.id;
 
 -- name: domain_tiers
--- the route tiers a batch's domains have lanes on, and the tier each is crawled on now (the
--- domain rows are locked already, by lock_domains)
+-- the route tiers a batch's domains have lanes on for their own requests, and the tier each is
+-- crawled on now (the domain rows are locked already, by lock_domains)
 SELECT l.domain, d.tier, d.escalation, array_agg(DISTINCT l.tier)
 FROM lanes l JOIN domains d ON d.domain = l.domain
-WHERE l.domain = ANY ($1::text[])
+WHERE l.domain = ANY ($1::text[]) AND l.shared = 1
 GROUP BY l.domain, d.tier, d.escalation;
 
 -- name: escalate
@@ -535,12 +545,15 @@ UPDATE domains SET tier = $2, escalation = $3 WHERE domain = $1;
 INSERT INTO tier_moves (domain, at, from_tier, to_tier, why) VALUES ($1, $2, $3, $4, $5);
 
 -- name: domain_tier_init
--- new domains are crawled on the lowest route tier they have a lane on
+-- new domains are crawled on the lowest route tier they have a lane on for their own requests
+-- (not one only pinned requests use)
 UPDATE domains d SET tier = t.tier
-FROM (SELECT domain, min(tier) AS tier FROM lanes WHERE domain = ANY ($1::text[])
+FROM (SELECT domain, min(tier) AS tier FROM lanes
+      WHERE domain = ANY ($1::text[]) AND shared = 1
       GROUP BY domain) t
 WHERE d.domain = t.domain
-  AND NOT EXISTS (SELECT FROM lanes l WHERE l.domain = d.domain AND l.tier = d.tier);
+  AND NOT EXISTS (SELECT FROM lanes l
+                  WHERE l.domain = d.domain AND l.tier = d.tier AND l.shared = 1);
 
 -- name: rescue_expired
 -- An expired lease counted its attempt when it was taken: back to the queue, or dead when that
@@ -595,9 +608,12 @@ GROUP BY domain, lease_route
 --   while one leaser hands out a domain's slots, another skips that domain (it does not wait,
 --   and it cannot hand out the same slots) and serves the next one.
 -- cand: per domain, its oldest-served lane that may lease now: on the domain's current route
---   tier, a free slot below its (adaptive) concurrency, not held, its route's breaker not open,
---   a start slot within the horizon, and this worker below its fair share of it ($9 workers
---   share each lane's slots; $10/$11/$12: this worker's live leases per lane). One lane per
+--   tier (or, whatever its tier, one that requests pinned to its pool were queued for, while
+--   the domain has pinned requests queued: pinned; shared says whether it carries the domain's
+--   own requests too, tag is the pool column of a request pinned to its pool), a free slot
+--   below its (adaptive) concurrency, not held, its route's breaker not open, a start slot
+--   within the horizon, and this worker below its fair share of it ($9 workers share each
+--   lane's slots; $10/$11/$12: this worker's live leases per lane). One lane per
 --   domain per statement: the domain's cap is checked against one lane's take; the caller runs
 --   the statement again for the domain's other lanes. A lane's starts are spaced by the wider of
 --   its own delay and its domain's (rate, Crawl-delay); free is the narrower of the lane's, the
@@ -607,10 +623,12 @@ GROUP BY domain, lease_route
 --   slots (and start slots inside the horizon), FOR UPDATE SKIP LOCKED so concurrent leasers
 --   never share a row. A request that failed through the lane's route (a block, a refusal, a
 --   429: lease_route keeps the route of its last lease) waits for another of the domain's lanes,
---   unless it has no other that may carry it now (alone). slot numbers the lane's requests: it starts at start + slot * gap. A
---   domain without ready work (or without a lane that may lease) yields one row with a NULL id:
---   it is still marked served, so it moves to the back of the line; the caller runs the
---   statement again past the domains visited ($8) while they leave the batch short.
+--   unless it has no other that may carry it now (alone; pool_alone for a pinned request). A
+--   request pinned to pools (its pool column) goes only on lanes of their routes. slot numbers
+--   the lane's requests: it starts at start + slot * gap. A domain without ready work (or
+--   without a lane that may lease) yields one row with a NULL id: it is still marked served,
+--   so it moves to the back of the line; the caller runs the statement again past the domains
+--   visited ($8) while they leave the batch short.
 -- taken: the fencing token moves on at every lease; the lease remembers its route.
 -- lanes_served / domains_served: in-flight counts and next start slots, on the rows locked above.
 WITH active AS (
@@ -634,16 +652,30 @@ WITH active AS (
            greatest(l.next_at, x.d_next, $1) AS start,
            least(l.concurrency - l.in_flight, x.d_free, l.share) AS free,
            (SELECT count(*) <= 1 FROM lanes o LEFT JOIN routes ro ON ro.id = o.route
-            WHERE o.domain = x.domain AND o.tier = x.tier
-              AND coalesce(ro.open_until, 0) <= $1) AS alone
+            WHERE o.domain = x.domain AND o.tier = x.tier AND o.shared = 1
+              AND coalesce(ro.open_until, 0) <= $1) AS alone,
+           l.shared, ',' || l.pool || ',' AS tag,
+           l.pinned = 0 OR (SELECT count(*) <= 1 FROM lanes o JOIN routes ro ON ro.id = o.route
+                            WHERE o.domain = x.domain AND ro.pool = l.pool
+                              AND ro.open_until <= $1) AS pool_alone,
+           EXISTS (SELECT FROM requests q
+                   WHERE q.domain = x.domain AND q.state = 'queued' AND q.pool IS NOT NULL
+                     AND q.ready_at <= $1) AS pins
     FROM dom x
     LEFT JOIN LATERAL (
         SELECT ln.route, ln.delay, ln.next_at, ln.concurrency, ln.in_flight,
-               (ln.concurrency + $9 - 1) / $9 - coalesce(m.n, 0) AS share
+               (ln.concurrency + $9 - 1) / $9 - coalesce(m.n, 0) AS share,
+               ln.shared = 1 AND ln.tier = x.tier AS shared, ln.pinned,
+               coalesce(r.pool, ln.route) AS pool
         FROM lanes ln
         LEFT JOIN routes r ON r.id = ln.route
         LEFT JOIN mine m ON m.domain = ln.domain AND m.route = ln.route
-        WHERE ln.domain = x.domain AND ln.tier = x.tier AND ln.in_flight < ln.concurrency
+        WHERE ln.domain = x.domain
+          AND ((ln.tier = x.tier AND ln.shared = 1)
+               OR (ln.pinned = 1 AND EXISTS (SELECT FROM requests q
+                                             WHERE q.domain = x.domain AND q.state = 'queued'
+                                               AND q.pool IS NOT NULL)))
+          AND ln.in_flight < ln.concurrency
           AND ln.blocked_until <= $1 AND ln.next_at <= $2 AND coalesce(r.open_until, 0) <= $1
           AND (ln.concurrency + $9 - 1) / $9 > coalesce(m.n, 0)
         ORDER BY ln.last_lease_at, ln.route
@@ -652,7 +684,8 @@ WITH active AS (
     ) l ON true
 ), pick AS MATERIALIZED (
     SELECT p.id, c.domain, c.route, c.delay, c.step, c.gap, c.start, c.last_lease_at, p.slot,
-           c.start + p.slot * c.gap AS start_at
+           c.start + p.slot * c.gap AS start_at,
+           c.route IS NULL OR (c.shared AND NOT c.pins) AS settled
     FROM cand c
     LEFT JOIN LATERAL (
         SELECT q.id, (row_number() OVER (ORDER BY q.priority DESC, q.id) - 1)::int AS slot
@@ -663,7 +696,9 @@ WITH active AS (
               AND r.job_id = ANY ((SELECT ids FROM active)::bigint[])
               AND (CASE WHEN r.fetcher = 'browser' THEN 'browser' ELSE 'http' END)
                   = ANY ($13::text[])
-              AND (c.alone OR r.lease_route IS NULL OR r.lease_route <> c.route)
+              AND (CASE WHEN r.pool IS NULL THEN c.shared ELSE strpos(r.pool, c.tag) > 0 END)
+              AND ((CASE WHEN r.pool IS NULL THEN c.alone ELSE c.pool_alone END)
+                   OR r.lease_route IS NULL OR r.lease_route <> c.route)
             ORDER BY r.priority DESC, r.id
             LIMIT least(c.free, CASE WHEN c.gap > 0
                                      THEN floor(($2 - c.start) / c.gap)::int + 1
@@ -707,11 +742,13 @@ WITH active AS (
     WHERE d.domain = s.domain
 )
 -- one row per pick row: the leases, and a row with a NULL id per domain found without ready work
--- (the caller leases again, past the domains already visited, when those left the batch short)
+-- (the caller leases again, past the domains already visited, when those left the batch short;
+-- settled false: the lane found empty was one only pinned requests use, or the domain has
+-- pinned requests ready that another of its lanes may take: the caller looks again)
 SELECT t.id, j.name, t.url, p.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
        t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.headers, t.lease_expires_at,
        p.start_at,
-       p.route
+       p.route, p.settled
 FROM pick p
 LEFT JOIN taken t ON t.id = p.id
 LEFT JOIN jobs j ON j.id = t.job_id
@@ -1051,3 +1088,18 @@ SELECT q.id, j.name, q.url, q.data::text, q.errors::text, q.fetched_at, q.warc_f
        q.warc_record_id, q.warc_refers_to_file, q.warc_refers_to
 FROM quarantine q JOIN jobs j ON j.id = q.job_id
 WHERE q.id = $1;
+
+-- name: migration_0017_pinned_requests
+-- A request may be pinned to route pools (Request(pool=...)): its pool column holds their names
+-- as ',a,b,' (NULL: not pinned), and it is leased only on lanes whose route is in one of them,
+-- whatever the domain's route tier. A lane is shared (the domain's own requests use it: every
+-- lane so far) and/or pinned (requests pinned to its route's pool were queued for its domain:
+-- it is leased on whatever its tier).
+ALTER TABLE requests ADD COLUMN pool text;
+ALTER TABLE lanes
+    ADD COLUMN shared integer NOT NULL DEFAULT 1,
+    ADD COLUMN pinned integer NOT NULL DEFAULT 0;
+-- whether a domain has pinned requests queued at all: a lane only they use is passed over when
+-- it has none (without reading the domain's other requests)
+CREATE INDEX requests_pinned ON requests (domain, priority DESC, id)
+    WHERE state = 'queued' AND pool IS NOT NULL;

@@ -288,10 +288,11 @@ WHERE r.job_id = ?
 GROUP BY r.domain;
 
 -- name: capacity_lanes
--- and of their lanes: the route's pool, the lane's health, the route's breaker
+-- and of their lanes for their own requests (not those only pinned requests use): the route's
+-- pool, the lane's health, the route's breaker
 SELECT l.domain, l.route, coalesce(rt.pool, l.route), l.tier, l.health, coalesce(rt.breaker, '{}')
 FROM lanes l LEFT JOIN routes rt ON rt.id = l.route
-WHERE l.domain IN (SELECT value FROM json_each(?));
+WHERE l.domain IN (SELECT value FROM json_each(?)) AND l.shared;
 
 -- name: work_changed
 UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'work_version';
@@ -343,8 +344,8 @@ WHERE id = ?;
 -- a link its finder judged a trap: a dead row (counted, listed, replayable), never fetched
 INSERT OR IGNORE INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, headers, state, dead_reason, last_error, ready_at, created_at, finished_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dead', 'trap', ?, ?, ?, ?);
+     max_attempts, headers, pool, state, dead_reason, last_error, ready_at, created_at, finished_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dead', 'trap', ?, ?, ?, ?);
 
 -- name: trap_history
 -- every trap row inserted by this enqueue gets its one history entry
@@ -355,8 +356,8 @@ WHERE id > :after AND state = 'dead' AND dead_reason = 'trap';
 -- name: insert_request
 INSERT OR IGNORE INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, headers, state, ready_at, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?);
+     max_attempts, headers, pool, state, ready_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?);
 
 -- name: insert_domain
 -- first writer wins; set_domain_limits changes an existing domain
@@ -366,15 +367,23 @@ VALUES (?1, ?2, ?3, ?4, ?2);
 -- name: insert_lane
 -- a domain's lane through one route (first writer wins), with the route's own limits (a cap of
 -- 2^30: none); it starts at the narrower of the route's and the domain's concurrency, no faster
--- than the slower of their rates
-INSERT OR IGNORE INTO lanes (domain, route, tier, max_in_flight, min_delay, delay, concurrency)
-VALUES (:domain, :route, :tier, :max_in_flight, :min_delay, :delay, :concurrency);
+-- than the slower of their rates. A lane there already keeps its terms and only gains a role:
+-- shared (the domain's own requests use it) or pinned (requests pinned to its pool do).
+INSERT INTO lanes (domain, route, tier, max_in_flight, min_delay, delay, concurrency, shared,
+                   pinned)
+VALUES (:domain, :route, :tier, :max_in_flight, :min_delay, :delay, :concurrency, :shared,
+        :pinned)
+ON CONFLICT (domain, route) DO UPDATE SET
+    shared = max(lanes.shared, excluded.shared), pinned = max(lanes.pinned, excluded.pinned)
+WHERE excluded.shared > lanes.shared OR excluded.pinned > lanes.pinned;
 
 -- name: domain_tier_init
--- a new domain is crawled on the lowest route tier it has a lane on
-UPDATE domains SET tier = (SELECT min(tier) FROM lanes WHERE domain = :domain)
+-- a new domain is crawled on the lowest route tier it has a lane on for its own requests (not
+-- one only pinned requests use)
+UPDATE domains SET tier = (SELECT min(tier) FROM lanes WHERE domain = :domain AND shared)
 WHERE domain = :domain
-  AND NOT EXISTS (SELECT 1 FROM lanes WHERE domain = :domain AND tier = domains.tier);
+  AND NOT EXISTS (SELECT 1 FROM lanes WHERE domain = :domain AND tier = domains.tier AND shared)
+  AND EXISTS (SELECT 1 FROM lanes WHERE domain = :domain AND shared);
 
 -- name: domain_cap
 SELECT max_in_flight FROM domains WHERE domain = ?;
@@ -420,7 +429,7 @@ UPDATE lanes SET delay_floor = :floor, delay = max(delay, :floor) WHERE domain =
 -- (?: a JSON array of [domain, route] pairs; the join walks the lanes' primary key)
 SELECT l.domain, l.route, min(l.max_in_flight, d.max_in_flight), max(l.min_delay, d.min_delay),
        l.in_flight, l.next_at, l.delay, l.concurrency, l.blocked_until, l.delay_floor, l.pacing,
-       l.health, l.tier
+       l.health, l.tier, l.shared
 FROM json_each(?) j
 JOIN lanes l ON l.domain = json_extract(j.value, '$[0]') AND l.route = json_extract(j.value, '$[1]')
 JOIN domains d ON d.domain = l.domain;
@@ -438,10 +447,11 @@ SELECT id, breaker FROM routes WHERE id IN (SELECT value FROM json_each(?));
 UPDATE routes SET breaker = ?, open_until = ? WHERE id = ?;
 
 -- name: domain_tiers
--- the route tiers a batch's domains have lanes on, and the tier each is crawled on now
+-- the route tiers a batch's domains have lanes on for their own requests, and the tier each is
+-- crawled on now
 SELECT l.domain, d.tier, d.escalation, group_concat(DISTINCT l.tier)
 FROM lanes l JOIN domains d ON d.domain = l.domain
-WHERE l.domain IN (SELECT value FROM json_each(?))
+WHERE l.domain IN (SELECT value FROM json_each(?)) AND l.shared
 GROUP BY l.domain;
 
 -- name: escalate
@@ -472,42 +482,56 @@ RETURNING id, domain, attempts, lease_route;
 
 -- name: lease_lanes
 -- Candidate lanes: a free in-flight slot in the lane and in its domain, not held, on the route
--- tier the domain is crawled on, a route whose breaker is not open, a pacing slot within the
--- horizon (the later of the lane's and the domain's next start). Oldest-served first, so a
--- domain with a million URLs cannot starve ten small ones. concurrency is the lane's current
--- (adaptive) cap; the domain's max_in_flight caps the sum of its lanes; a lane's starts are
--- spaced by its delay, a domain's by its rate and Crawl-delay.
+-- tier the domain is crawled on (or, whatever its tier, a lane requests pinned to its pool
+-- were queued for, while the domain has pinned requests queued), a route whose breaker is not
+-- open, a pacing slot within the horizon (the later of the lane's and the domain's next start).
+-- Oldest-served first, so a domain with a million URLs cannot starve ten small ones.
+-- concurrency is the lane's current (adaptive) cap; the domain's max_in_flight caps the sum of
+-- its lanes; a lane's starts are spaced by its delay, a domain's by its rate and Crawl-delay.
+-- shared: the lane may carry requests not pinned to a pool; tag: what the pool column of a
+-- request pinned to its pool holds.
 SELECT l.domain, l.route, l.concurrency - l.in_flight, d.max_in_flight - d.in_flight,
-       l.delay, max(d.min_delay, d.delay_floor), max(l.next_at, d.next_at), l.concurrency
+       l.delay, max(d.min_delay, d.delay_floor), max(l.next_at, d.next_at), l.concurrency,
+       l.shared AND l.tier = d.tier, ',' || coalesce(r.pool, l.route) || ','
 FROM lanes l INDEXED BY lanes_served
 JOIN domains d ON d.domain = l.domain
 LEFT JOIN routes r ON r.id = l.route
 WHERE l.in_flight < l.concurrency AND d.in_flight < d.max_in_flight
-  AND l.blocked_until <= :now AND l.tier = d.tier AND coalesce(r.open_until, 0) <= :now
+  AND l.blocked_until <= :now
+  AND ((l.tier = d.tier AND l.shared)
+       OR (l.pinned AND EXISTS (SELECT 1 FROM requests q INDEXED BY requests_pinned
+                                WHERE q.domain = l.domain AND q.state = 'queued'
+                                  AND q.pool IS NOT NULL)))
+  AND coalesce(r.open_until, 0) <= :now
   AND l.next_at <= :horizon AND d.next_at <= :horizon
 ORDER BY l.last_lease_at
 LIMIT :limit;
 
 -- name: usable_lanes
--- per domain of the batch (?: a JSON array), its lanes that may carry a request now: on the
--- domain's route tier, their route's breaker not open
-SELECT l.domain, count(*) FROM lanes l
+-- per domain of the batch (?: a JSON array) and pool, its lanes that may carry a request now
+-- (their route's breaker not open): those on the domain's route tier for its own requests, and
+-- all of them for requests pinned to the pool
+SELECT l.domain, coalesce(r.pool, l.route), sum(l.shared AND l.tier = d.tier), count(*)
+FROM lanes l
 JOIN domains d ON d.domain = l.domain
 LEFT JOIN routes r ON r.id = l.route
-WHERE l.domain IN (SELECT value FROM json_each(?1)) AND l.tier = d.tier
-  AND coalesce(r.open_until, 0) <= ?2
-GROUP BY l.domain;
+WHERE l.domain IN (SELECT value FROM json_each(?1)) AND coalesce(r.open_until, 0) <= ?2
+GROUP BY l.domain, coalesce(r.pool, l.route);
 
 -- name: lease_pick
--- a worker leases only requests of the fetcher kinds it runs ("auto" starts as http); a request
--- that failed through this lane's route (a block, a refusal, a 429) waits for another of the
--- domain's lanes, unless there is none (:alone)
+-- a worker leases only requests of the fetcher kinds it runs ("auto" starts as http); a lane
+-- carries the domain's own requests if it is :shared, and those pinned to its pool (:tag); a
+-- request that failed through this lane's route (a block, a refusal, a 429) waits for another
+-- lane that may carry it, unless there is none (:alone for the domain's own requests,
+-- :pool_alone for pinned ones)
 SELECT id FROM requests INDEXED BY requests_ready
 WHERE domain = :domain AND state = 'queued' AND ready_at <= :now
   AND job_id IN (SELECT value FROM json_each(:jobs))
   AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END)
       IN (SELECT value FROM json_each(:kinds))
-  AND (:alone OR lease_route IS NULL OR lease_route <> :route)
+  AND (CASE WHEN pool IS NULL THEN :shared ELSE instr(pool, :tag) > 0 END)
+  AND ((CASE WHEN pool IS NULL THEN :alone ELSE :pool_alone END)
+       OR lease_route IS NULL OR lease_route <> :route)
 ORDER BY priority DESC, id
 LIMIT :limit;
 
@@ -528,7 +552,9 @@ WHERE id IN (
       AND job_id IN (SELECT value FROM json_each(:jobs))
       AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END)
           IN (SELECT value FROM json_each(:kinds))
-      AND (:alone OR lease_route IS NULL OR lease_route <> :route)
+      AND (CASE WHEN pool IS NULL THEN :shared ELSE instr(pool, :tag) > 0 END)
+      AND ((CASE WHEN pool IS NULL THEN :alone ELSE :pool_alone END)
+           OR lease_route IS NULL OR lease_route <> :route)
     ORDER BY priority DESC, id
     LIMIT :limit
 )
@@ -839,3 +865,17 @@ SELECT q.id, j.name, q.url, q.data, q.errors, q.fetched_at, q.warc_file, q.warc_
        q.warc_refers_to_file, q.warc_refers_to
 FROM quarantine q JOIN jobs j ON j.id = q.job_id
 WHERE q.id = ?;
+
+-- name: migration_0017_pinned_requests
+-- Schema version 17: a request may be pinned to route pools (Request(pool=...)): its pool
+-- column holds their names as ",a,b," (NULL: not pinned), and it is leased only on lanes whose
+-- route is in one of them, whatever the domain's route tier. A lane is shared (the domain's own
+-- requests use it: every lane so far) and/or pinned (requests pinned to its route's pool were
+-- queued for its domain: it is leased on whatever its tier).
+ALTER TABLE requests ADD COLUMN pool TEXT;
+ALTER TABLE lanes ADD COLUMN shared INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE lanes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+-- whether a domain has pinned requests queued at all: a lane only they use is passed over when
+-- it has none (without reading the domain's other requests)
+CREATE INDEX requests_pinned ON requests (domain, priority DESC, id)
+    WHERE state = 'queued' AND pool IS NOT NULL;
