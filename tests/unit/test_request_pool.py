@@ -54,7 +54,7 @@ def test_an_unknown_pool_refuses_that_request_alone_in_one_line() -> None:
     runtime.link(Request("http://shop.test/a", pool="rez"), 1, out)
     runtime.link(Request("http://shop.test/b", pool=["res", "dc"]), 1, out)
     runtime.link(Request("http://shop.test/c"), 1, out)
-    assert out.refused == [
+    assert out.pool_refused == [
         "request http://shop.test/a refused: no route pool named 'rez' (did you mean 'res'?)"
     ]
     assert [(r.url, r.pool) for r in out.discovered] == [

@@ -300,8 +300,8 @@ class PostgresFrontier:
         """Insert the requests and any domain not seen yet; returns (added, domains inserted)."""
         defaults = self._job_defaults[job_id]
         now = self.clock()
-        cols: tuple[list[Any], ...] = tuple([] for _ in range(12))
-        trap_cols: tuple[list[Any], ...] = tuple([] for _ in range(13))
+        cols: tuple[list[Any], ...] = tuple([] for _ in range(13))
+        trap_cols: tuple[list[Any], ...] = tuple([] for _ in range(14))
         domains: set[str] = set()
         pins: dict[str, set[str]] = {}
         for r in sorted(requests, key=lambda r: r.fingerprint):
