@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from crawlfleet.config.keys import JOB_SECTIONS, known_keys, nearest, resolve_key
 from crawlfleet.errors import ConfigError
+
+if TYPE_CHECKING:
+    from crawlfleet.config import Settings
 
 __all__ = [
     "NO_EQUIVALENT",
@@ -80,7 +83,7 @@ def _rate(value: Any) -> float | None:
 
 
 def _fetcher(value: Any) -> str:
-    from crawlfleet.spider import FETCHERS
+    from crawlfleet.request import FETCHERS
 
     if value not in FETCHERS:
         raise ValueError(value)
@@ -254,3 +257,20 @@ def _one(key: str, value: Any, out: CustomSettings) -> None:
             "crawlfleet.toml"
         )
     out.settings[f"{section}.{name}"] = value
+
+
+def for_spider(settings: Settings, custom_settings: Mapping[str, Any], spider: str) -> Settings:
+    """``settings`` with a spider's ``custom_settings`` applied, checked like the rest (a spider
+    cannot raise ``fetch_timeout`` past ``lease_ttl`` behind the command's back).
+
+    Keys of the per-job sections (store, worker, retry) apply here; Scrapy's names map to them
+    (``DOWNLOAD_TIMEOUT`` is ``worker.fetch_timeout``). Keys that are spider attributes
+    (``DOWNLOAD_DELAY``, ``ROBOTSTXT_OBEY``, ``traps.max_depth``...) are applied to the spider
+    class by :func:`crawlfleet.spiders.configure`, not here. Anything else is refused with one
+    line naming the equivalent, or saying there is none.
+    """
+    try:
+        own = split_custom_settings(custom_settings).settings
+        return settings.with_overrides(own).check()
+    except ConfigError as exc:
+        raise ConfigError(f"spider {spider}: {exc}") from None

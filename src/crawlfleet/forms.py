@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urljoin
 
 from crawlfleet.errors import FormError
-from crawlfleet.spider import FORM_URLENCODED, Callback, Request, form_pairs, with_query
+from crawlfleet.request import FORM_URLENCODED, Callback, Request, form_pairs, with_query
 
 if TYPE_CHECKING:
-    from crawlfleet.response import Response
-    from crawlfleet.spider import FormData
+    from crawlfleet.request import FormData
 
 __all__ = ["form_request"]
 
@@ -36,6 +35,21 @@ FormElement = Any
 HtmlElement = Any
 _NOT_SENT = frozenset({"submit", "image", "reset", "button", "file"})
 _CHECKABLE = frozenset({"checkbox", "radio"})
+
+
+class Page(Protocol):
+    """The page a form is read from (a :class:`crawlfleet.response.Response`, which calls
+    :func:`form_request` from ``follow_form``: this module sits below it)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def encoding(self) -> str: ...
+    def _document(self) -> Any: ...
+
+
 _CLICKABLE = (
     "descendant::input[re:test(@type, '^(submit|image)$', 'i')]"
     "|descendant::button[not(@type) or re:test(@type, '^submit$', 'i')]"
@@ -43,7 +57,7 @@ _CLICKABLE = (
 
 
 def form_request(
-    response: Response,
+    response: Page,
     selector_or_index: str | int | None = None,
     *,
     formdata: FormData | None = None,
@@ -81,7 +95,7 @@ def form_request(
 
 
 def _find_form(
-    response: Response,
+    response: Page,
     which: str | int | None,
     formname: str | None,
     formid: str | None,

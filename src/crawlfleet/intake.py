@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from crawlfleet.custom_settings import for_spider
 from crawlfleet.errors import UsageError
 from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
@@ -114,7 +115,7 @@ def prepare(
     from crawlfleet.extract import record_validator
     from crawlfleet.routes.pools import RoutesConfig
 
-    settings.for_spider(spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
+    for_spider(settings, spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
     record_validator(spider_cls)  # a bad item_key too
     spider = spider_instance(spider_cls)
     try:

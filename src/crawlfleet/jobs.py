@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawlfleet.config import Settings
+from crawlfleet.custom_settings import for_spider
 from crawlfleet.data.rawstore import RawStore, open_raw_store
 from crawlfleet.data.warc import WarcWriter
 from crawlfleet.errors import CrawlfleetError, SpiderLoadError
@@ -151,7 +152,7 @@ class JobContexts:
 
     async def _open(self, runtime: JobRuntime) -> JobContext:
         spider = runtime.spider_cls
-        s = self.settings.for_spider(spider.custom_settings, spider.name)
+        s = for_spider(self.settings, spider.custom_settings, spider.name)
         runtime.max_yields = s.worker.max_yields_per_page
         runtime.parse_timeout = s.worker.parse_timeout
         raw = await self.raw_store(s)  # first: it may fail, and then nothing is left open

@@ -35,8 +35,8 @@ from w3lib.encoding import (
     resolve_encoding,
 )
 
+from crawlfleet.request import Callback, FormData, Request
 from crawlfleet.selectors import Document, Selector, SelectorList, css, select, wrap_parsel
-from crawlfleet.spider import Callback, FormData, Request
 
 __all__ = ["Headers", "Response", "Selector", "SelectorList", "detect_encoding"]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from crawlfleet.config import Settings, load_settings
+from crawlfleet.custom_settings import for_spider
 from crawlfleet.errors import ConfigError
 
 
@@ -52,9 +53,9 @@ def test_check__refuses_a_lease_shorter_than_the_fetch_timeout() -> None:
 
 def test_for_spider__a_spider_cannot_outlast_its_lease_through_custom_settings() -> None:
     base = Settings.of(lease_ttl=60, fetch_timeout=30)
-    assert base.for_spider({"fetch_timeout": 45, "DOWNLOAD_DELAY": 1}, "shop").fetch_timeout == 45
+    assert for_spider(base, {"fetch_timeout": 45, "DOWNLOAD_DELAY": 1}, "shop").fetch_timeout == 45
     with pytest.raises(ConfigError, match=r"^spider shop: lease_ttl"):
-        base.for_spider({"fetch_timeout": 90}, "shop")
+        for_spider(base, {"fetch_timeout": 90}, "shop")
 
 
 def test_pacing__the_documented_keys_load_and_bad_values_are_one_clear_error(
@@ -168,20 +169,20 @@ def test_with_overrides__strings_are_converted_dotted_and_bare_keys_both_work() 
 
 def test_for_spider__maps_scrapy_names_and_refuses_what_has_no_equivalent() -> None:
     base = Settings()
-    s = base.for_spider(
-        {"DOWNLOAD_TIMEOUT": 12, "USER_AGENT": "bot/2", "CONCURRENT_REQUESTS": 16}, "shop"
+    s = for_spider(
+        base, {"DOWNLOAD_TIMEOUT": 12, "USER_AGENT": "bot/2", "CONCURRENT_REQUESTS": 16}, "shop"
     )
     assert (s.fetch_timeout, s.user_agent, s.concurrency) == (12.0, "bot/2", 16)
     with pytest.raises(ConfigError, match=r"^spider shop: Scrapy setting AUTOTHROTTLE_ENABLED"):
-        base.for_spider({"AUTOTHROTTLE_ENABLED": True}, "shop")
+        for_spider(base, {"AUTOTHROTTLE_ENABLED": True}, "shop")
     with pytest.raises(
         ConfigError, match=r"unknown Scrapy setting DOWNLOAD_DELAYS .*DOWNLOAD_DELAY"
     ):
-        base.for_spider({"DOWNLOAD_DELAYS": 1}, "shop")
+        for_spider(base, {"DOWNLOAD_DELAYS": 1}, "shop")
     with pytest.raises(ConfigError, match=r"pacing.max_delay is a fleet-wide setting"):
-        base.for_spider({"pacing.max_delay": 3}, "shop")
+        for_spider(base, {"pacing.max_delay": 3}, "shop")
     with pytest.raises(ConfigError, match="unknown setting 'fetch_timout'"):
-        base.for_spider({"fetch_timout": 3}, "shop")
+        for_spider(base, {"fetch_timout": 3}, "shop")
 
 
 def test_cache_memory__bytes_from_file_and_flags_and_at_least_one_mib(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from crawlfleet.custom_settings import for_spider
 from crawlfleet.errors import UsageError
 
 if TYPE_CHECKING:
@@ -62,7 +63,11 @@ def fetch_settings(settings: Settings, url: str, spider_cls: type[Spider] | None
     host may be loopback or private (the user named it), as a crawl's start URLs may."""
     from crawlfleet.fetch.http import FetchSettings
 
-    s = settings.for_spider(spider_cls.custom_settings, spider_cls.name) if spider_cls else settings
+    s = (
+        for_spider(settings, spider_cls.custom_settings, spider_cls.name)
+        if spider_cls
+        else settings
+    )
     hosts = {(urlsplit(url).hostname or "").lower()}
     if spider_cls is not None:
         hosts |= spider_cls.seed_hosts()

@@ -93,24 +93,6 @@ class Settings:
         except TypeError as exc:
             raise ConfigError(f"[traps]: {exc}") from None
 
-    def for_spider(self, custom_settings: Mapping[str, Any], spider: str) -> Settings:
-        """These settings with a spider's ``custom_settings`` applied, checked like the rest
-        (a spider cannot raise ``fetch_timeout`` past ``lease_ttl`` behind the command's back).
-
-        Keys of the per-job sections (store, worker, retry) apply here; Scrapy's names map to
-        them (``DOWNLOAD_TIMEOUT`` is ``worker.fetch_timeout``). Keys that are spider
-        attributes (``DOWNLOAD_DELAY``, ``ROBOTSTXT_OBEY``, ``traps.max_depth``...) are applied
-        to the spider class by :func:`crawlfleet.spiders.configure`, not here. Anything else is
-        refused with one line naming the equivalent, or saying there is none.
-        """
-        from crawlfleet.custom_settings import split_custom_settings
-
-        try:
-            own = split_custom_settings(custom_settings).settings
-            return self.with_overrides(own).check()
-        except ConfigError as exc:
-            raise ConfigError(f"spider {spider}: {exc}") from None
-
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
         """These settings with ``overrides`` applied: ``queue``, ``domains`` (a mapping of
         :class:`DomainLimits`), ``section.key`` or a bare unambiguous key. A string value is
