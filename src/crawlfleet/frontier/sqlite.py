@@ -91,6 +91,8 @@ SCHEMA_VERSION = MIGRATIONS[-1][0] if MIGRATIONS else 1
 CHECKPOINT_EVERY = 1.0
 #: bytes a WAL file keeps after a checkpoint (PRAGMA journal_size_limit)
 WAL_SIZE_LIMIT = 64 << 20
+#: how long opening a store waits for another process's schema script (milliseconds)
+OPEN_BUSY_TIMEOUT_MS = 30_000
 #: seconds a writer waits for the write lock before giving up
 BUSY_TIMEOUT = 60.0
 #: seconds between two looks of an idle worker at whether another process committed
@@ -197,7 +199,11 @@ class SQLiteFrontier:
             db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             db.execute("PRAGMA temp_store=MEMORY")
             db.execute("PRAGMA cache_size=-65536")
+            # the schema script may create what an older file lacks, so it may wait for the
+            # write lock of another process opening (and migrating) the same file
+            db.execute(f"PRAGMA busy_timeout={OPEN_BUSY_TIMEOUT_MS}")
             db.executescript(Q["schema"])
+            db.execute("PRAGMA busy_timeout=0")
             self._write(self._migrate)(db)
             return db
 
