@@ -42,6 +42,16 @@ class Unstorable(ValueError):
         self.kind = kind
 
 
+# JSON's escape of a NUL: "\u0000" after an even number of backslashes (an odd number makes it
+# the text "\u0000", an escaped backslash then "u0000")
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def _has_nul(text: str) -> bool:
+    """Whether JSON ``text`` holds a NUL character (not the six characters ``\u0000``)."""
+    return _ESCAPED_NUL.search(text) is not None
+
+
 def _text_problem(text: str) -> tuple[str, str] | None:
     if text.isascii():
         if "\x00" in text:
@@ -133,7 +143,7 @@ def lenient_problem(value: Any) -> str | None:
         return "non_finite_number"
     except RecursionError:
         return "too_deep"
-    if "\\u0000" in text:
+    if "\\u0000" in text and _has_nul(text):
         return "nul_character"
     found = None if text.isascii() else _text_problem(text)
     return found[0] if found else None
@@ -150,7 +160,7 @@ def dumps(value: Any) -> str:
         raise Unstorable("too_deep", "nested too deep to write as JSON") from None
     except TypeError as exc:
         raise Unstorable("not_json", str(exc)) from None
-    if "\\u0000" in text:
+    if "\\u0000" in text and _has_nul(text):
         raise Unstorable("nul_character", "text holds a NUL character")
     if not text.isascii():
         found = _text_problem(text)
