@@ -189,20 +189,19 @@ class SQLiteFrontier:
         def connect(_: Any) -> sqlite3.Connection:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            # opening may wait for another process opening (and migrating) the same file: the
+            # switch to WAL and the schema script take the write lock
+            db.execute(f"PRAGMA busy_timeout={OPEN_BUSY_TIMEOUT_MS}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            # reads in WAL mode never wait; writers wait in _begin_immediate
-            db.execute("PRAGMA busy_timeout=0")
             db.execute("PRAGMA wal_autocheckpoint=0")
             # after a checkpoint caught up, a WAL that grew past this is cut back to it (a
             # burst of enqueues must not leave a file of gigabytes behind)
             db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             db.execute("PRAGMA temp_store=MEMORY")
             db.execute("PRAGMA cache_size=-65536")
-            # the schema script may create what an older file lacks, so it may wait for the
-            # write lock of another process opening (and migrating) the same file
-            db.execute(f"PRAGMA busy_timeout={OPEN_BUSY_TIMEOUT_MS}")
             db.executescript(Q["schema"])
+            # from here on, reads in WAL mode never wait; writers wait in _begin_immediate
             db.execute("PRAGMA busy_timeout=0")
             self._write(self._migrate)(db)
             return db
