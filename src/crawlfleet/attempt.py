@@ -474,21 +474,11 @@ class Pipeline:
             return None
 
         def sample(body: bytes, encoding: str | None) -> tuple[int, int]:
-            response = Response(
-                result.url,
-                result.status,
-                result.header_map,
-                body,
-                encoding=encoding,
-                meta=a.lease.meta,
-                depth=a.lease.depth,
-                request_url=a.lease.url,
-                unknown_links=_none_unknown,
-            )
+            response = _page(a, body, encoding, _none_unknown)
             return rt.sample(response, a.lease.callback)
 
         raw_items, raw_links = sample(result.body, None)
-        items, links = sample(rendered.encode("utf-8", "surrogatepass"), "utf-8")
+        items, links = sample(*_rendered_body(rendered))
         # a script that adds a link or two (a banner, a chat widget) is not content
         if items > raw_items or links > raw_links + max(2, raw_links // 10):
             return "browser"
@@ -532,18 +522,8 @@ class Pipeline:
         body, encoding = result.body, None
         rendered = getattr(result, "rendered_html", None)  # a browser fetch: parse the DOM
         if isinstance(rendered, str) and rendered:
-            body, encoding = rendered.encode("utf-8", "surrogatepass"), "utf-8"
-        a.response = Response(
-            result.url,
-            result.status,
-            result.header_map,
-            body,
-            encoding=encoding,
-            meta=a.lease.meta,
-            depth=a.lease.depth,
-            request_url=a.lease.url,
-            unknown_links=a.job.runtime.unknown_links,
-        )
+            body, encoding = _rendered_body(rendered)
+        a.response = _page(a, body, encoding, a.job.runtime.unknown_links)
         return a.response
 
     def _completion(self, a: Attempt) -> Completion:
@@ -651,6 +631,33 @@ def _archived_body(lease: Lease) -> bytes | None:
     if not lease.body:
         return lease.body
     return mask_form_secrets(lease.body, list((lease.headers or {}).items()))
+
+
+def _rendered_body(rendered: str) -> tuple[bytes, str]:
+    """A browser's rendered DOM as a page body and its encoding."""
+    return rendered.encode("utf-8", "surrogatepass"), "utf-8"
+
+
+def _page(
+    a: Attempt,
+    body: bytes,
+    encoding: str | None,
+    unknown_links: Callable[[list[str], str], list[str]] | None,
+) -> Response:
+    """The spider's Response for the attempt's result, with ``body`` as the page."""
+    result = a.result
+    assert result is not None
+    return Response(
+        result.url,
+        result.status,
+        result.header_map,
+        body,
+        encoding=encoding,
+        meta=a.lease.meta,
+        depth=a.lease.depth,
+        request_url=a.lease.url,
+        unknown_links=unknown_links,
+    )
 
 
 def _with_authorization(
