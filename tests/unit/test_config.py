@@ -193,3 +193,10 @@ def test_cache_memory__bytes_from_file_and_flags_and_at_least_one_mib(tmp_path: 
     assert Settings().worker.cache_memory == 64 << 20
     with pytest.raises(ConfigError, match=r"cache_memory must be at least 1048576 bytes"):
         Settings.of(**{"worker.cache_memory": 1000}).check()
+
+
+def test_worker_limits_on_spider_output__the_documented_defaults() -> None:
+    # README, [worker]: max_yields_per_page = 100000, parse_timeout = 30.0
+    worker = Settings().worker
+    assert worker.max_yields_per_page == 100_000
+    assert worker.parse_timeout == 30.0
