@@ -9,7 +9,12 @@ the benchmark works in a schema of its own there, dropped at the end).
 (batches of 10,000), then rounds of ``lease(100)``, ``complete`` of those 100 and ``enqueue`` of
 100 new URLs: p50 and p99 milliseconds of each verb, the store's size on disk (SQLite: the file
 and its WAL; PostgreSQL: the schema's tables, indexes and TOAST) and bytes per queued request,
-and the query plans of the lease's pick, the completion and the enqueue at that size.
+and the query plans of the lease's pick, the completion and the enqueue at that size. The store's
+upkeep runs after the bulk load (as ``submit`` runs it) and during the rounds (as a worker does).
+
+``--churn SECONDS``: a queue of ``--n`` requests churned (lease 100, complete them, enqueue 100
+new) for that long, with the store's upkeep and without it; every 10 s the store's size, bytes
+per request row, dead row versions (PostgreSQL) and the verbs' p50: table bloat under churn.
 
 Every figure is rows per second of wall time:
 
@@ -225,10 +230,18 @@ async def latency(target: Target, queued: int, rounds: int, domains: int) -> dic
         for start in range(0, queued, BULK_BATCH):
             n = min(BULK_BATCH, queued - start)
             await store.enqueue("big", requests("big", start, n, domains))
+            if (start + n) % 1_000_000 == 0:  # progress of a long bulk load
+                rate = (start + n) / (time.perf_counter() - t0)
+                print(f"  {start + n:,} queued, {rate:,.0f} rows/s", file=sys.stderr, flush=True)
         bulk = time.perf_counter() - t0
+        # what submit does after its seeds (and a worker at its start): statistics for the planner
+        t0 = time.perf_counter()
+        upkept = await store.maintain()
+        upkeep = time.perf_counter() - t0
         times: dict[str, list[float]] = {"lease(100)": [], "complete(100)": [], "enqueue(100)": []}
         fresh, leased = queued, 0
         for _ in range(rounds):
+            await store.maintain()  # as a worker's upkeep loop: at most every 10 s, untimed
             t = time.perf_counter()
             leases = await store.lease("w0", LEASE_BATCH, TTL, jobs=["big"])
             times["lease(100)"].append(time.perf_counter() - t)
@@ -246,12 +259,99 @@ async def latency(target: Target, queued: int, rounds: int, domains: int) -> dic
     size = store_size(target)
     # a lane starts at a few slots (adaptive pacing): with few domains a lease is short
     out: dict[str, Any] = {"bulk enqueue rows/s": queued / bulk, "leased per call": leased / rounds}
+    out["upkeep after bulk s"] = upkeep
+    print(f"  upkeep after the bulk: {', '.join(upkept) or 'nothing'}", file=sys.stderr)
     for verb, values in times.items():
         out[f"{verb} p50 ms"], out[f"{verb} p99 ms"] = _ms(values)
     out["store MB"] = size / 1e6
     out["bytes per request"] = size / fresh
-    out["plans"] = plans(target) if domains > 1 else {}
+    out["plans"] = plans(target)
     return out
+
+
+async def churn(
+    target: Target, queued: int, seconds: float, upkeep: bool, domains: int, every: float = 10.0
+) -> list[dict[str, float]]:
+    """A queue of ``queued`` requests churned for ``seconds``: rounds of ``lease(100)``,
+    ``complete`` of those and ``enqueue`` of 100 new ones (so ``queued`` stay queued), the
+    store's upkeep as a worker runs it (``upkeep``) or none. Every ``every`` seconds: the store's
+    size, its bytes per request row, dead row versions (PostgreSQL) and the verbs' p50."""
+    store = target.frontier()
+    await store.open()
+    windows: list[dict[str, float]] = []
+    try:
+        limits = DomainLimits(max_in_flight=10 * LEASE_BATCH, min_delay=0.0)
+        await store.submit_job(JobSpec("churn", "bench.py", default_limits=limits))
+        for start in range(0, queued, BULK_BATCH):
+            n = min(BULK_BATCH, queued - start)
+            await store.enqueue("churn", requests("churn", start, n, domains))
+        fresh = queued
+        t0 = time.perf_counter()
+        window_start, lease_t, complete_t, rounds = t0, [], [], 0
+        while (now := time.perf_counter()) - t0 < seconds:
+            if upkeep:
+                await store.maintain()
+            t = time.perf_counter()
+            leases = await store.lease("w0", LEASE_BATCH, TTL, jobs=["churn"])
+            lease_t.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            await store.complete([Completion(x.ref, 200) for x in leases])
+            complete_t.append(time.perf_counter() - t)
+            await store.enqueue("churn", requests("churn", fresh, LEASE_BATCH, domains))
+            fresh += LEASE_BATCH
+            rounds += 1
+            if now - window_start >= every:
+                size = store_size(target)
+                windows.append(
+                    {
+                        "t s": now - t0,
+                        "rounds/s": rounds / (now - window_start),
+                        "lease p50 ms": statistics.median(lease_t) * 1000,
+                        "complete p50 ms": statistics.median(complete_t) * 1000,
+                        "store MB": size / 1e6,
+                        "bytes per request": size / fresh,
+                        "dead rows": dead_rows(target),
+                    }
+                )
+                cells = ", ".join(f"{k} {v:,.1f}" for k, v in windows[-1].items())
+                print(f"  {target.backend} upkeep={upkeep}: {cells}", file=sys.stderr, flush=True)
+                window_start, lease_t, complete_t, rounds = now, [], [], 0
+    finally:
+        await store.close()
+    return windows
+
+
+def dead_rows(target: Target) -> float:
+    """Dead row versions in the store's tables (PostgreSQL's counters; SQLite has none)."""
+    if target.backend == "sqlite":
+        return 0.0
+    import psycopg
+
+    schema = target.url.rpartition("schema=")[2]
+    with psycopg.connect(target.url.partition("?")[0], autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE schemaname = %s",
+            (schema,),
+        ).fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def run_churn(backend: str, queued: int, seconds: float, domains: int) -> None:
+    for upkeep in (True, False):
+        print(f"{backend}: churn of {queued:,} queued, upkeep {upkeep} ...", file=sys.stderr)
+        if backend == "sqlite":
+            with tempfile.TemporaryDirectory() as tmp:
+                target = Target("sqlite", str(Path(tmp) / "queue.db"))
+                windows = asyncio.run(churn(target, queued, seconds, upkeep, domains))
+        else:
+            with PgDatabase(PG_SERVER) as dsn:
+                target = Target("postgres", dsn)
+                windows = asyncio.run(churn(target, queued, seconds, upkeep, domains))
+        for w in windows[:: max(1, len(windows) // 6)] + windows[-1:]:
+            cells = " | ".join(f"{v:,.1f}" for v in w.values())
+            print(f"| {backend} | {'upkeep' if upkeep else 'none'} | {cells} |", flush=True)
+        if backend == "sqlite":
+            break  # SQLite's maintain() does nothing: one run says it all
 
 
 def store_size(target: Target) -> int:
@@ -271,7 +371,7 @@ def store_size(target: Target) -> int:
 
 
 _PICK = (
-    "SELECT id FROM requests WHERE domain = 'd1.bench' AND state = 'queued' AND ready_at <= 1e12 "
+    "SELECT id FROM requests WHERE domain = 'd0.bench' AND state = 'queued' AND ready_at <= 1e12 "
     "AND job_id IN (1) AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END) "
     "IN ('http') ORDER BY priority DESC, id LIMIT 100"
 )
@@ -342,7 +442,16 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=300, help="lease/complete/enqueue rounds")
     parser.add_argument("--domains", type=int, default=DOMAINS, help="domains of --queued")
+    parser.add_argument(
+        "--churn",
+        type=float,
+        help="seconds of churn of a queue of --n requests, with the store's upkeep and without",
+    )
     args = parser.parse_args()
+    if args.churn:
+        for backend in args.backends.split(","):
+            run_churn(backend, args.n, args.churn, args.domains)
+        return
     if args.queued:
         for backend in args.backends.split(","):
             sizes = [int(n) for n in args.queued.split(",")]

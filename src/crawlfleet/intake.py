@@ -8,15 +8,18 @@ job behind.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawlfleet.custom_settings import for_spider
-from crawlfleet.errors import UsageError
+from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
 from crawlfleet.urls import credentials_by_origin, mask_credentials
+
+log = logging.getLogger("crawlfleet.submit")
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -191,4 +194,9 @@ async def submit(store: Frontier, intake: Intake) -> tuple[Job, int]:
     """Register the job (or update its spider and settings) and add its new seeds; returns the
     job and how many seeds were new."""
     job = await store.submit_job(intake.spec)
-    return job, await store.enqueue(job.name, intake.seeds)
+    added = await store.enqueue(job.name, intake.seeds)
+    try:
+        await store.maintain()  # a bulk of seeds: the planner learns the queue's new size now
+    except StoreError as exc:
+        log.warning("store upkeep after the seeds failed: %s", exc)
+    return job, added

@@ -54,6 +54,8 @@ IDLE_LEASE_GAP = 0.01
 REPORT_RETRY = 1.0
 #: a worker holding more leases than this lets a small report gather for ``report_interval``
 GATHER_ABOVE = 16
+#: seconds between two store upkeeps of a worker (Frontier.maintain)
+UPKEEP_EVERY = 10.0
 
 
 def default_worker_id() -> str:
@@ -148,6 +150,7 @@ class Worker:
         reporter = asyncio.create_task(self._report_loop(), name="reporter")
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         stats = asyncio.create_task(self._stats_loop(), name="stats")
+        upkeep = asyncio.create_task(self._upkeep_loop(), name="upkeep")
         try:
             await self._lease_loop()
             await self._drain()
@@ -161,7 +164,8 @@ class Worker:
             reporter.cancel()
             heartbeat.cancel()
             stats.cancel()
-            for task in (reporter, heartbeat, stats):
+            upkeep.cancel()
+            for task in (reporter, heartbeat, stats, upkeep):
                 with suppress(asyncio.CancelledError):
                     await task
             await self._flush()
@@ -440,6 +444,17 @@ class Worker:
                 self.events.emit(LeasesLost(len(lost), reported=False))
                 log.warning("%d leases were lost (expired and taken over)", len(lost))
                 self._drop(lost)
+
+    async def _upkeep_loop(self) -> None:
+        """The store's upkeep (statistics, dead rows: ``Frontier.maintain``), from the start
+        (a bulk-submitted backlog is analyzed before it is leased much) and every
+        :data:`UPKEEP_EVERY` seconds; one process of the fleet does it at a time."""
+        while True:
+            try:
+                await self.frontier.maintain()
+            except StoreError as exc:  # the store is away: the lease and report loops say so
+                log.debug("store upkeep skipped: %s", exc)
+            await asyncio.sleep(UPKEEP_EVERY)
 
     # -- what this worker did, for the fleet's totals -------------------------------------------
 

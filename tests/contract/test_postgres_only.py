@@ -223,3 +223,60 @@ def test_open_frontier__refuses_other_urls_without_printing_secrets(url: str) ->
     with pytest.raises(ConfigError) as info:
         open_frontier(url)
     assert "s3cret" not in str(info.value)
+
+
+async def _table_stats(dsn: str, schema: str) -> dict[str, tuple[float, bool]]:
+    """Per table of ``schema``: (the planner's row estimate, vacuumed by hand at least once)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT c.relname, c.reltuples, s.last_vacuum IS NOT NULL FROM pg_stat_user_tables s"
+            " JOIN pg_class c ON c.oid = s.relid WHERE s.schemaname = $1",
+            schema,
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}
+    finally:
+        await conn.close()
+
+
+async def test_maintain__analyzes_a_bulk_intake_and_vacuums_churn_autovacuum_leaves(
+    dsn: str, clock: FakeClock
+) -> None:
+    # a store in its own schema (its own counters); autovacuum off for its requests, whatever
+    # the server's setting: then only the store's upkeep removes their dead rows
+    schema = f"upkeep_{secrets.token_hex(3)}"
+
+    def store() -> PostgresFrontier:
+        return PostgresFrontier(dsn, clock=clock, schema=schema, max_size=1)
+
+    # a connection's counters reach pg_stat when it closes: one store per step
+    async with store() as a:
+        await a.submit_job(JobSpec("j", "s.py", default_limits=DomainLimits(10_000, 0.0)))
+        await a.enqueue("j", req_urls(3_000, domains=3))
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f'ALTER TABLE "{schema}".requests SET (autovacuum_enabled = false)')
+    finally:
+        await conn.close()
+    assert (await _table_stats(dsn, schema))["requests"][0] < 0  # never analyzed
+
+    async with store() as b:
+        assert "analyze requests" in await b.maintain()
+        assert await b.maintain() == []  # at most once per MAINTAIN_EVERY seconds
+        while leases := await b.lease("w", 500, TTL):
+            await b.complete([Completion(x.ref, 200) for x in leases])
+    stats = await _table_stats(dsn, schema)
+    assert stats["requests"] == (3_000, False)  # the planner knows the table's size now
+
+    async with store() as c:
+        holder = await asyncpg.connect(dsn)  # another process of the fleet at its upkeep
+        try:
+            key = f"crawlfleet upkeep {schema}"
+            await holder.execute("SELECT pg_advisory_lock(hashtext($1))", key)
+            assert await c.maintain() == []
+        finally:
+            await holder.close()
+    async with store() as d:
+        # 6,000 dead row versions (a lease and a completion each), autovacuum off: vacuumed
+        assert "vacuum requests" in await d.maintain()
+    assert (await _table_stats(dsn, schema))["requests"][1]

@@ -284,6 +284,13 @@ class Queue(Protocol):
         """Return expired leases to the queue (or dead(worker_lost)); returns how many."""
         ...
 
+    async def maintain(self) -> list[str]:
+        """Keep the store's tables fast as they grow and churn: statistics the planner needs
+        after a bulk intake, dead rows where the server does not vacuum them (PostgreSQL; see
+        :mod:`crawlfleet.frontier.upkeep`). Cheap when there is nothing to do; workers call it
+        every few seconds, ``submit`` after its seeds. Returns what it ran."""
+        ...
+
     async def save_worker_stats(self, stats: WorkerStats) -> None:
         """Write a worker process's report (its row is keyed by worker id and start time)."""
         ...

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import astuple
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import asyncpg
 
@@ -54,6 +54,8 @@ from crawlfleet.frontier.ports import (
     WorkerStats,
 )
 from crawlfleet.frontier.sql import queries
+from crawlfleet.frontier.upkeep import TableHealth
+from crawlfleet.frontier.upkeep import actions as upkeep_actions
 from crawlfleet.model import (
     KINDS,
     AttemptRow,
@@ -98,6 +100,27 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 PINNED_LOOKS = 4
 #: deadlocks are avoided by lock order; these are the rare leftovers, worth one more try
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+#: the tables maintain() looks after (in the store's schema; nothing else of a shared schema)
+STORE_TABLES: Final = (
+    "attempts",
+    "budgets",
+    "content",
+    "domains",
+    "jobs",
+    "lanes",
+    "page_types",
+    "quarantine",
+    "records",
+    "requests",
+    "routes",
+    "sessions",
+    "tier_moves",
+    "worker_stats",
+    "workers",
+)
+#: seconds between two maintain() of one process; how long it waits for a table's lock
+MAINTAIN_EVERY: Final = 10.0
+MAINTAIN_LOCK_TIMEOUT_MS: Final = 200
 _TX_ATTEMPTS = 5
 
 
@@ -135,6 +158,7 @@ class PostgresFrontier:
         self._channel = f"crawlfleet_work:{schema or ''}"
         self._listener: Any = None  # asyncpg.Connection that LISTENs (see wait_for_work)
         self._work = asyncio.Event()
+        self._maintained_at = -MAINTAIN_EVERY  # time.monotonic() of the last maintain()
 
     def __repr__(self) -> str:
         where = mask_credentials(self.dsn) + (f" schema={self.schema}" if self.schema else "")
@@ -300,18 +324,19 @@ class PostgresFrontier:
         """Insert the requests and any domain not seen yet; returns (added, domains inserted)."""
         defaults = self._job_defaults[job_id]
         now = self.clock()
-        cols: tuple[list[Any], ...] = tuple([] for _ in range(13))
-        trap_cols: tuple[list[Any], ...] = tuple([] for _ in range(14))
+        values: list[tuple[Any, ...]] = []
+        traps: list[tuple[Any, ...]] = []
         domains: set[str] = set()
         pins: dict[str, set[str]] = {}
         for r in sorted(requests, key=lambda r: r.fingerprint):
             if r.trap is not None:
-                _append_row(trap_cols, (*request_values(r, defaults), f"trap: {r.trap}"))
+                traps.append((*request_values(r, defaults), f"trap: {r.trap}"))
                 continue
             domains.add(r.domain)
             if r.pool:
                 pins.setdefault(r.domain, set()).update(r.pool)
-            _append_row(cols, request_values(r, defaults))
+            values.append(request_values(r, defaults))
+        cols, trap_cols = _columns(values, 13), _columns(traps, 14)
         added = 0
         if trap_cols[0]:
             added += _count(await conn.execute(Q["insert_traps"], job_id, now, *trap_cols))
@@ -511,6 +536,42 @@ class PostgresFrontier:
 
     async def rescue_expired(self) -> int:
         return await self._run(lambda c: self._rescue(c, self.clock()))
+
+    async def maintain(self) -> list[str]:
+        """ANALYZE the store's tables whose statistics are stale, and VACUUM those with many
+        dead rows where autovacuum does not run (:mod:`crawlfleet.frontier.upkeep`); one process
+        of the fleet at a time (the others skip), at most once per :data:`MAINTAIN_EVERY`
+        seconds per process. Returns what it ran (``"vacuum requests"``, ...)."""
+        now = time.monotonic()
+        if self._pool is None or now - self._maintained_at < MAINTAIN_EVERY:
+            return []
+        self._maintained_at = now
+        done: list[str] = []
+        try:
+            async with self._pool.acquire() as conn:
+                key = f"crawlfleet upkeep {self.schema or ''}"
+                if not await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key):
+                    return done  # another process of the fleet is at it
+                try:
+                    # never queue behind a lock (autovacuum at work, a migration): next time
+                    await conn.execute(f"SET lock_timeout = {MAINTAIN_LOCK_TIMEOUT_MS}")
+                    rows = await conn.fetch(Q["table_health"], list(STORE_TABLES))
+                    tables = [TableHealth(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+                    for action, table in upkeep_actions(tables):
+                        sql = "VACUUM (ANALYZE) " if action == "vacuum" else "ANALYZE "
+                        try:
+                            await conn.execute(sql + _quote_ident(table))
+                        except asyncpg.LockNotAvailableError:
+                            continue
+                        done.append(f"{action} {table}")
+                finally:
+                    await conn.execute("RESET lock_timeout")
+                    await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
+        if done:
+            log.info("store upkeep: %s", ", ".join(done))
+        return done
 
     @staticmethod
     async def _release_lanes(conn: Conn, freed: Counter[tuple[str, str]]) -> None:
@@ -1058,11 +1119,13 @@ def _refs(leases: Sequence[LeaseRef]) -> tuple[list[int], list[int]]:
 
 
 def _columns(rows: Iterable[Sequence[Any]], width: int = 5) -> list[list[Any]]:
-    """Rows to columns, the shape ``unnest($1::t[], $2::t[], …)`` takes."""
-    cols: list[list[Any]] = [[] for _ in range(width)]
-    for row in rows:
-        for col, value in zip(cols, row, strict=True):
-            col.append(value)
+    """Rows to columns, the shape ``unnest($1::t[], $2::t[], …)`` takes (rows of ``width``
+    values each: a row of another width is an error)."""
+    cols = [list(col) for col in zip(*rows, strict=True)]
+    if not cols:
+        return [[] for _ in range(width)]
+    if len(cols) != width:
+        raise ValueError(f"rows of {len(cols)} values, not {width}")
     return cols
 
 
@@ -1074,8 +1137,3 @@ def _line(exc: BaseException) -> str:
     """One line about ``exc``: its class and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _append_row(cols: tuple[list[Any], ...], values: Sequence[Any]) -> None:
-    for col, value in zip(cols, values, strict=True):
-        col.append(value)

@@ -555,6 +555,19 @@ WHERE d.domain = t.domain
   AND NOT EXISTS (SELECT FROM lanes l
                   WHERE l.domain = d.domain AND l.tier = d.tier AND l.shared = 1);
 
+-- name: table_health
+-- The store's tables ($1) in this schema with the counters frontier.upkeep decides on: live and
+-- dead rows, rows changed since their last ANALYZE, the planner's row estimate (-1: never
+-- analyzed), and whether autovacuum runs for the table (the server's setting and the table's)
+SELECT c.relname, s.n_live_tup, s.n_dead_tup, s.n_mod_since_analyze, c.reltuples,
+       current_setting('autovacuum')::bool
+       AND NOT EXISTS (SELECT FROM unnest(c.reloptions) o
+                       WHERE lower(o) IN ('autovacuum_enabled=false', 'autovacuum_enabled=off',
+                                          'autovacuum_enabled=0', 'autovacuum_enabled=no'))
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+WHERE s.schemaname = current_schema() AND c.relname = ANY ($1::text[])
+ORDER BY c.relname;
+
 -- name: rescue_expired
 -- An expired lease counted its attempt when it was taken: back to the queue, or dead when that
 -- was the last one (a URL that kills its worker every time must not loop forever).
