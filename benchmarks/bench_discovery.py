@@ -228,10 +228,13 @@ def crawl(site: str, backend: str, workers: int, args: argparse.Namespace) -> Ru
             )
         t0 = time.monotonic()
         last = (0.0, 0)
+        cpu = [0.0] * len(procs)
         while True:
             time.sleep(args.sample)
             t = time.monotonic() - t0
             sample = Sample(t, store.urls(), served(base, site), [rss_mb(p.pid) for p in procs])
+            # each worker's CPU as of this sample: a worker that finished keeps its last reading
+            cpu = [max(c, cpu_s(p.pid)) for c, p in zip(cpu, procs, strict=True)]
             run.samples.append(sample)
             rate = (sample.pages - last[1]) / (t - last[0])
             last = (t, sample.pages)
@@ -245,7 +248,7 @@ def crawl(site: str, backend: str, workers: int, args: argparse.Namespace) -> Ru
             done = all(p.poll() is not None for p in procs)
             if done or t >= args.seconds or sample.urls >= args.urls:
                 break
-        run.cpu_s = sum(cpu_s(p.pid) for p in procs)
+        run.cpu_s = sum(max(c, cpu_s(p.pid)) for c, p in zip(cpu, procs, strict=True))
         for p in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
@@ -288,7 +291,7 @@ def report(runs: list[Run]) -> None:
             continue
         for other in ("shop", "known"):
             o = by.get((other, backend, workers))
-            if o is not None and o.pages_per_s():
+            if o is not None and o.pages_per_s() and o.cpu_s and r.samples[-1].pages:
                 cpu = (r.cpu_s / r.samples[-1].pages) / (o.cpu_s / o.samples[-1].pages)
                 print(
                     f"discovery/{other} {backend} w={workers}: pages/s "
@@ -305,7 +308,7 @@ def main() -> None:
     p.add_argument("--urls", type=int, default=1_000_000, help="stop a run at this many URLs")
     p.add_argument("--sample", type=float, default=3.0, help="seconds between samples")
     p.add_argument("--links", type=int, default=50, help="links per page of the generator site")
-    p.add_argument("--products", type=int, default=5_000, help="products of the demo shop")
+    p.add_argument("--products", type=int, default=20_000, help="products of the demo shop")
     p.add_argument("--src", help="run the workers from this source tree")
     p.add_argument("--cache-memory", type=int, help="[worker] cache_memory of the workers (bytes)")
     p.add_argument("--json", help="write the samples to this file")

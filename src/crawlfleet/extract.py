@@ -193,6 +193,7 @@ class JobRuntime:
         self.handled: BoundedSet[object] = BoundedSet(size.handled)
         self.captures = Captures(size.captures)
         self._scope_of: dict[str, bool] = {}  # in_scope per host (bounded: cleared when big)
+        self._callbacks: dict[str, bool] = {}  # whether the spider has a callback of that name
         #: the fetcher each page type ``(domain, URL pattern)`` was found to need (``auto``)
         self.page_types: dict[tuple[str, str], str] = {}
         #: page types this worker sent to the browser on suspicion, not judged there yet
@@ -406,11 +407,18 @@ class JobRuntime:
 
     def refusal(self, req: Request) -> str | None:
         """Why the store cannot take ``req`` as a request of this spider, or None."""
-        if not isinstance(req.href, str) or not isinstance(req.base, str | None):
+        base = req.base
+        if not isinstance(req.href, str) or not (base is None or isinstance(base, str)):
             return f"a Request URL must be a string, not {type(req.href).__name__}"
         name = req.callback_name
-        if name is not None and not callable(getattr(self.spider, name, None)):
-            return f"unknown callback {name!r}"
+        if name is not None:
+            known = self._callbacks.get(name)
+            if known is None:
+                if len(self._callbacks) >= 1_000:  # names the spider makes up as it goes
+                    self._callbacks.clear()
+                known = self._callbacks[name] = callable(getattr(self.spider, name, None))
+            if not known:
+                return f"unknown callback {name!r}"
         if req.meta and (kind := jsonsafe.lenient_problem(req.meta)) is not None:
             return f"meta that cannot be stored ({kind})"
         return None

@@ -158,9 +158,12 @@ class Job:
     created_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewRequest:
-    """A request to put in the frontier; ``url`` is already canonical, ``fingerprint`` its key."""
+    """A request to put in the frontier; ``url`` is already canonical, ``fingerprint`` its key.
+
+    A value: nothing changes one once made. Not ``frozen``: a crawl makes one per new link,
+    and a frozen dataclass's ``__init__`` costs three times as much."""
 
     url: str
     fingerprint: bytes

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import random
+from urllib.parse import urlsplit
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crawlfleet.policy.traps import (
     TrapRules,
+    _path_pattern,
     budget_keys,
     check_url,
     over_budget,
@@ -78,6 +82,20 @@ def test_url_pattern_collapses_a_calendar() -> None:
 def test_url_pattern_is_bounded(path: str, query: str) -> None:
     pattern = url_pattern(f"https://shop.test/{path}?{query}")
     assert len(pattern) <= len("shop.test") + 12 * 41 + 1 + 12 * 41
+
+
+_URL_CHARS = st.sampled_from("abcdefAF0123456789-_/=&.%~x٣")
+
+
+@given(st.text(_URL_CHARS, max_size=80), st.text(_URL_CHARS, max_size=60), st.randoms())
+def test_url_pattern__the_cache_of_shapes_changes_no_pattern(
+    path: str, query: str, rnd: random.Random
+) -> None:
+    # the cache is keyed on the URL with its ASCII digits folded: any other digits, same shape
+    url = f"https://shop.test/{path}?{query}"
+    renumbered = "".join(rnd.choice("0123456789") if c in "0123456789" else c for c in url)
+    uncached = "shop.test" + _path_pattern(*urlsplit(url)[2:4])
+    assert url_pattern(url) == url_pattern(renumbered) == uncached
 
 
 @pytest.mark.parametrize(

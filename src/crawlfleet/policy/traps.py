@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -121,12 +122,25 @@ def url_pattern(url: str) -> str:
     host, path, query = _split(url)
     if host is None:
         return "invalid"
+    if len(path) + len(query) > _CACHED_CHARS:
+        return host + _path_pattern(path, query)
+    # every rule of the shape treats the ASCII digits alike, so the URLs of one shape that
+    # differ only in their numbers (a crawl's new links, mostly) share one cache entry
+    return host + _cached_path_pattern(path.translate(_FOLD_DIGITS), query.translate(_FOLD_DIGITS))
+
+
+def _path_pattern(path: str, query: str) -> str:
     segments = [_shape(seg) for seg in path.split("/") if seg][:_MAX_SEGMENTS]
     keys = {_shape(pair.partition("=")[0]) for pair in query.split("&") if pair}
-    pattern = host + "/" + "/".join(segments)
+    pattern = "/" + "/".join(segments)
     if keys:
         pattern += "?" + "&".join(sorted(keys)[:_MAX_KEYS])
     return pattern
+
+
+_FOLD_DIGITS: Final = str.maketrans("123456789", "000000000")
+_CACHED_CHARS: Final = 256  # longer paths and queries are shaped uncached (a bounded cache)
+_cached_path_pattern: Final = lru_cache(maxsize=4096)(_path_pattern)
 
 
 def page_type(url: str) -> str:
