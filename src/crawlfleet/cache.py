@@ -3,7 +3,8 @@
 A worker's caches are caches: the store's unique key is the truth, so a cache may forget
 anything at any time and a miss costs only work (a link resolved again, a duplicate the store
 filters), never a page or a record. Their size is set by ``[worker] cache_memory`` (bytes), not
-by how many URLs a crawl discovers: :func:`sizes` turns the budget into entry counts.
+by how many URLs a crawl discovers: :func:`sizes` turns the budget into entry counts. The budget
+is the worker's: a worker running several jobs splits it among them (:func:`share`).
 
 :class:`BoundedSet` and :class:`BoundedMap` forget the least recently used keys first, nearly:
 keys live in two generations, a new one and an old one; when the new one is full the old one is
@@ -24,6 +25,7 @@ __all__ = [
     "BoundedMap",
     "BoundedSet",
     "CacheSizes",
+    "share",
     "sizes",
 ]
 
@@ -52,6 +54,12 @@ class CacheSizes:
     handled: int
     links: int
     captures: int
+
+
+def share(memory: int, jobs: int) -> int:
+    """Each job's part of a worker's ``cache_memory`` when it runs ``jobs`` jobs: the budget is
+    the worker's, however many jobs it serves."""
+    return memory // max(1, jobs)
 
 
 def sizes(memory: int) -> CacheSizes:
@@ -95,6 +103,16 @@ class BoundedSet(Generic[K]):
         new.add(key)
         if len(new) >= self._half:
             self._old, self._new = new, set()
+
+    def resize(self, capacity: int) -> None:
+        """Hold at most ``capacity`` keys from now on (a smaller one forgets at once)."""
+        if capacity < 2:
+            raise ValueError("a bounded set holds at least 2 keys")
+        self.capacity, self._half = capacity, capacity // 2
+        if len(self._old) > self._half:
+            self._old = set()
+        if len(self._new) >= self._half:
+            self._old, self._new = (self._new if len(self._new) <= self._half else set()), set()
 
     def discard(self, key: K) -> None:
         self._new.discard(key)
@@ -145,6 +163,16 @@ class BoundedMap(Generic[K, V]):
         new[key] = value
         if len(new) >= self._half:
             self._old, self._new = new, {}
+
+    def resize(self, capacity: int) -> None:
+        """Hold at most ``capacity`` keys from now on (a smaller one forgets at once)."""
+        if capacity < 2:
+            raise ValueError("a bounded map holds at least 2 keys")
+        self.capacity, self._half = capacity, capacity // 2
+        if len(self._old) > self._half:
+            self._old = {}
+        if len(self._new) >= self._half:
+            self._old, self._new = (self._new if len(self._new) <= self._half else {}), {}
 
     def clear(self) -> None:
         self._new, self._old = {}, {}

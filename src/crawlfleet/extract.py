@@ -116,6 +116,13 @@ class Captures:
             self._by_hash.move_to_end(digest)
         return capture
 
+    def resize(self, max_size: int) -> None:
+        """Remember at most ``max_size`` captures from now on (the oldest go first)."""
+        self.max_size = max_size
+        while len(self._by_hash) > max_size:
+            gone, _ = self._by_hash.popitem(last=False)
+            self._confirmed.discard(gone)
+
     def remember(self, digest: bytes, capture: Capture) -> None:
         self._by_hash.setdefault(digest, capture)
         if len(self._by_hash) > self.max_size:
@@ -327,6 +334,15 @@ class JobRuntime:
         """The plain links ``hrefs`` of a page at ``base`` not judged already (sent, or
         dropped: ``link`` would drop them again). ``follow_all`` builds Requests only for these."""
         return self.links.unknown(hrefs, base, self.handled)
+
+    def resize(self, cache_memory: int) -> None:
+        """Fit the caches in ``cache_memory`` bytes from now on (the worker took on another
+        job: its budget is shared); a smaller budget forgets at once."""
+        size = sizes(cache_memory)
+        self.links.resize(size.links)
+        self.seen.resize(size.seen)
+        self.handled.resize(size.handled)
+        self.captures.resize(size.captures)
 
     def forget(self, discovered: Iterable[NewRequest]) -> None:
         """The store refused the page (lease lost): its links must be sendable again."""

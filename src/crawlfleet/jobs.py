@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from crawlfleet.cache import share
 from crawlfleet.config import Settings
 from crawlfleet.custom_settings import for_spider
 from crawlfleet.data.rawstore import RawStore, open_raw_store
@@ -118,12 +119,17 @@ class JobContexts:
                 raise SpiderLoadError(f"job {name!r} disappeared")
             spider_cls = await asyncio.to_thread(load_job_spider, job, self.spiders)
             traps = trap_rules(spider_cls, self.settings)
-            runtime = JobRuntime(job, spider_cls, traps, self.settings.worker.cache_memory)
+            # the worker's cache budget is shared by the jobs it runs: the new one's part, and
+            # the others' smaller parts from now on
+            memory = share(self.settings.worker.cache_memory, len(self._loaded) + 1)
+            runtime = JobRuntime(job, spider_cls, traps, memory)
             runtime.pools = frozenset(r.pool for r in self.routes.values()) or frozenset({DIRECT})
             if spider_cls.fetcher == "auto":  # what the fleet learnt, in this and earlier crawls
                 runtime.page_types.update(await self.store.page_types(name))
                 self._page_types_at[name] = asyncio.get_running_loop().time()
             self._loaded[name] = await self._open(runtime)
+            for other in self._loaded.values():
+                other.runtime.resize(share(self.settings.worker.cache_memory, len(self._loaded)))
         except CrawlfleetError as exc:
             self.unloadable[name] = str(exc)
             log.error("cannot run job %s here: %s", name, exc)

@@ -444,6 +444,10 @@ class LinkCanonicalizer:
         """How many links are cached (at most ``max_cache``)."""
         return len(self._cache)
 
+    def resize(self, max_cache: int) -> None:
+        """Cache at most ``max_cache`` links from now on."""
+        self._cache.resize(max_cache)
+
     def _set_base(self, base: str) -> str | None:
         self._base = base
         start = base.find("://")

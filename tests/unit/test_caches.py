@@ -10,7 +10,7 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-from crawlfleet.cache import MIN_CACHE_MEMORY, BoundedMap, BoundedSet, sizes
+from crawlfleet.cache import MIN_CACHE_MEMORY, BoundedMap, BoundedSet, share, sizes
 from crawlfleet.data.warc import Capture
 from crawlfleet.extract import Captures, JobRuntime, PageOutput
 from crawlfleet.frontier.sqlite import SQLiteFrontier
@@ -182,6 +182,37 @@ def test_job_caches__stay_within_cache_memory_however_many_links_a_crawl_finds()
     assert grown <= budget, f"the caches took {grown:,} bytes of a {budget:,} budget"
 
 
+def test_bounded_set_and_map__resized_smaller_forget_at_once_and_stay_bounded() -> None:
+    keys: BoundedSet[int] = BoundedSet(1_000)
+    cache: BoundedMap[int, int] = BoundedMap(1_000)
+    for i in range(999):
+        keys.add(i)
+        cache.put(i, i)
+    keys.resize(100)
+    cache.resize(100)
+    assert len(keys) <= 100 and len(cache) <= 100
+    for i in range(1_000, 3_000):
+        keys.add(i)
+        cache.put(i, i)
+        assert len(keys) <= 100 and len(cache) <= 100
+    assert 2_999 in keys and cache.get(2_999) == 2_999
+
+
+def test_worker_cache_budget__is_shared_by_the_jobs_it_runs() -> None:
+    # a worker running four jobs keeps four quarters of its budget, not four budgets
+    budget = 8 * MIN_CACHE_MEMORY
+    assert share(budget, 4) * 4 <= budget and share(budget, 0) == share(budget, 1) == budget
+    rt = JobRuntime(Job(1, "site", "site.py", JobState.RUNNING, {}, 0.0), Site, None, budget)
+    out = PageOutput()
+    for i in range(40_000):
+        rt.link(Request.link(f"/p/{i}", None, "http://a.example/"), 1, out)
+        rt.captures.remember(i.to_bytes(20, "big"), Capture(None, f"<urn:{i}>", "http://a/", "d"))
+    rt.resize(share(budget, 4))
+    quarter = sizes(share(budget, 4))
+    assert len(rt.seen) <= quarter.seen and len(rt.handled) <= quarter.handled
+    assert len(rt.links) <= quarter.links and len(rt.captures) <= quarter.captures
+
+
 def test_job_caches__a_forgotten_link_is_sent_again_the_same_and_the_store_keeps_one() -> None:
     rt = JobRuntime(Job(1, "site", "site.py", JobState.RUNNING, {}, 0.0), Site)
     rt.seen, rt.handled = BoundedSet(2), BoundedSet(2)
@@ -221,3 +252,38 @@ async def test_job_caches__the_store_drops_what_a_forgotten_cache_sends_again(
             added += await store.enqueue("site", out.discovered)
         assert added == 5
         assert (await store.stats("site")).queued == 5
+
+
+async def test_worker_cache_budget__a_second_job_halves_the_first_ones_caches(
+    tmp_path: Path,
+) -> None:
+    from crawlfleet.config import Settings
+    from crawlfleet.jobs import JobContexts
+
+    spider = tmp_path / "site.py"
+    spider.write_text(
+        "from crawlfleet import Spider\n\n"
+        "class Site(Spider):\n"
+        "    name = 'site'\n"
+        "    start_urls = ['http://a.example/']\n"
+    )
+    settings = Settings().with_overrides(
+        {"worker.cache_memory": 8 * MIN_CACHE_MEMORY, "store.raw": str(tmp_path / "warc")}
+    )
+    store = SQLiteFrontier(tmp_path / "queue.db")
+    await store.open()
+    contexts = JobContexts(store, settings, worker_id="w")
+    try:
+        for name in ("a", "b"):
+            await store.submit_job(JobSpec(name, str(spider)))
+        a = await contexts.get("a")
+        assert a is not None and a.runtime.seen.capacity == sizes(8 * MIN_CACHE_MEMORY).seen
+        b = await contexts.get("b")
+        assert b is not None
+        half = sizes(4 * MIN_CACHE_MEMORY)
+        for context in (a, b):
+            assert context.runtime.seen.capacity == half.seen
+            assert context.runtime.captures.max_size == half.captures
+    finally:
+        await contexts.close()
+        await store.close()

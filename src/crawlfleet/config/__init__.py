@@ -23,7 +23,7 @@ optional; an unknown key or section is an error that names the nearest known one
     stats_every = 5.0         # seconds between a worker's reports of its counters to the store
     max_yields_per_page = 100000  # items one page's callback may yield (then too_many_items)
     parse_timeout = 30.0      # seconds one page's callback may run (then too_complex)
-    cache_memory = 67108864   # bytes of in-memory caches per job (64 MiB; at least 1 MiB)
+    cache_memory = 67108864   # bytes of caches per worker, shared by its jobs (64 MiB; >= 1 MiB)
 
     [retry]
     base = 2.0                # first backoff, doubled per attempt, with jitter

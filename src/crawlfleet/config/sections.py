@@ -90,7 +90,7 @@ class WorkerSettings:
     max_yields_per_page: int = 100_000
     #: most seconds one page's callback may run (it runs off the event loop)
     parse_timeout: float = 30.0
-    cache_memory: int = DEFAULT_CACHE_MEMORY  # bytes for each job's caches (crawlfleet.cache)
+    cache_memory: int = DEFAULT_CACHE_MEMORY  # bytes of the worker's caches, shared by its jobs
 
     __repr__ = masked_repr
 
