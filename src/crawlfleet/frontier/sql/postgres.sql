@@ -1116,3 +1116,19 @@ ALTER TABLE lanes
 -- it has none (without reading the domain's other requests)
 CREATE INDEX requests_pinned ON requests (domain, priority DESC, id)
     WHERE state = 'queued' AND pool IS NOT NULL;
+
+-- name: migration_0018_fetcher_kind_statistics
+-- The lease's pick filters a domain's queued requests on their fetcher kind, an expression the
+-- planner knows nothing of without statistics on it: it took one request in 200 to pass, so at
+-- ~10,000 queued requests a domain it read them all and sorted them (42 ms) instead of walking
+-- requests_ready in order until the batch is full (0.2 ms). The expression here is the pick's,
+-- written the same way (the planner matches them as written). PostgreSQL 14 and later.
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int >= 140000 THEN
+        EXECUTE 'CREATE STATISTICS IF NOT EXISTS requests_fetcher_kind ON '
+                '(CASE WHEN fetcher = ''browser'' THEN ''browser'' ELSE ''http'' END) '
+                'FROM requests';
+    END IF;
+END
+$$;
