@@ -356,6 +356,40 @@ async def test_lease__active_workers_share_a_domains_slots(frontier: Frontier) -
     assert len(await frontier.lease("B", 10, TTL)) == 5
 
 
+async def test_lease__every_column_of_a_request_comes_back_as_enqueued(frontier: Frontier) -> None:
+    # the batch travels as one parameter (PostgreSQL: a JSON array): bytes that are not UTF-8,
+    # text beyond ASCII and JSON's own escapes come back byte for byte
+    await job(frontier)
+    body = bytes(range(256))
+    meta = {"name": 'Zoë ☕ "quoted" \\ back\\slash', "n": [1, 2.5, None], "nested": {"a": True}}
+    headers = {"X-Note": "naïve ☃", "Cookie": "a=b; c=d"}
+    canon = canonicalize("http://a.test/p/é?q=ü")
+    full = NewRequest(
+        canon,
+        fingerprint(canon, "PUT", body),
+        "a.test",
+        priority=7,
+        depth=3,
+        callback="parse_item",
+        meta=meta,
+        method="PUT",
+        body=body,
+        fetcher="browser",
+        max_attempts=9,
+        headers=headers,
+    )
+    assert await frontier.enqueue("j", [full]) == 1
+    (lease,) = await frontier.lease("A", 10, TTL, kinds=("http", "browser"))
+    got = (lease.url, lease.priority, lease.depth, lease.callback, dict(lease.meta), lease.method)
+    assert got == (canon, 7, 3, "parse_item", meta, "PUT")
+    assert (lease.body, lease.fetcher, lease.max_attempts, lease.headers) == (
+        body,
+        "browser",
+        9,
+        headers,
+    )
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.5], ids=["unpaced", "paced"])
 async def test_lease__a_request_comes_back_with_its_method_body_and_headers(
     frontier: Frontier, delay: float

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections import Counter
@@ -336,16 +337,17 @@ class PostgresFrontier:
             if r.pool:
                 pins.setdefault(r.domain, set()).update(r.pool)
             values.append(request_values(r, defaults))
-        cols, trap_cols = _columns(values, 13), _columns(traps, 14)
         added = 0
-        if trap_cols[0]:
-            added += _count(await conn.execute(Q["insert_traps"], job_id, now, *trap_cols))
-        if cols[0] and defaults.budgeted:
-            rows = await conn.fetch(Q["insert_requests_returning"], job_id, now, *cols)
+        if traps:
+            added += _count(await conn.execute(Q["insert_traps"], job_id, now, _json_rows(traps)))
+        if values and defaults.budgeted:
+            rows = await conn.fetch(Q["insert_requests_returning"], job_id, now, _json_rows(values))
             added += len(rows)
             await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
-        elif cols[0]:
-            added += _count(await conn.execute(Q["insert_requests"], job_id, now, *cols))
+        elif values:
+            added += _count(
+                await conn.execute(Q["insert_requests"], job_id, now, _json_rows(values))
+            )
         new = sorted(domains - self._known_domains)
         if new:
             limits = [defaults.limits_for(d) for d in new]
@@ -1116,6 +1118,17 @@ def _refs(leases: Sequence[LeaseRef]) -> tuple[list[int], list[int]]:
     """Ids and tokens as two arrays, in id order (one lock order for every transaction)."""
     ordered = sorted(leases, key=lambda r: r.id)
     return [r.id for r in ordered], [r.token for r in ordered]
+
+
+def _json_rows(rows: Sequence[tuple[Any, ...]]) -> str:
+    """``request_values`` rows (a trap's with its error after them) as the JSON array of arrays
+    the request inserts take apart on the server, the fingerprint and body as hex: one text
+    parameter for the whole batch."""
+    out = []
+    for row in rows:
+        body = row[8]
+        out.append((row[0].hex(), *row[1:8], None if body is None else body.hex(), *row[9:]))
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
 
 def _columns(rows: Iterable[Sequence[Any]], width: int = 5) -> list[list[Any]]:
