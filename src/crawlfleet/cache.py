@@ -98,6 +98,22 @@ class BoundedSet(Generic[K]):
         # half the capacity, and the old copy goes when its generation does
         self._put(key)
 
+    def add_new(self, key: K) -> bool:
+        """``key not in self`` and then ``add(key)``, in one call (the hot path of link
+        discovery): True if the key was not held."""
+        new = self._new
+        if key in new:
+            return False
+        old = self._old
+        if key in old:
+            old.discard(key)
+            self._put(key)
+            return False
+        new.add(key)
+        if len(new) >= self._half:
+            self._old, self._new = new, set()
+        return True
+
     def _put(self, key: K) -> None:
         new = self._new
         new.add(key)

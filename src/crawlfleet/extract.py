@@ -284,9 +284,8 @@ class JobRuntime:
         if base is not None and req.method == "GET" and req.body is None:
             # fast path: most links of a page are the site's menus, already judged
             link_key = self.links.key(req.href, base)
-            if link_key in self.handled:
+            if not self.handled.add_new(link_key):
                 return
-            self.handled.add(link_key)
             resolved = self.links.resolve_key(link_key, req.href, base)
             if resolved is None:
                 return  # not http(s), or does not parse
@@ -296,10 +295,8 @@ class JobRuntime:
                 canon, fp, host = request_identity(req.url, req.method, req.body)
             except ValueError:
                 return
-        key = _seen_key(fp)
-        if key in self.seen or not self._in_scope(host):
+        if not self._in_scope(host) or not self.seen.add_new(_seen_key(fp)):
             return
-        self.seen.add(key)
         trap = check_url(canon, depth, self.traps)
         if trap is not None:
             out.traps += 1

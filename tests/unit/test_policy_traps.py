@@ -128,3 +128,36 @@ def test_over_budget__first_come_first_admitted_and_keys_given_or_not_agree() ->
     trapped, counts = got
     assert trapped == {3: "pattern_budget", 5: "host_budget", 6: "host_budget"}
     assert counts[("host", "a.test")] == 3 and counts[("pattern", "a.test/p/N")] == 2
+
+
+def _over_budget_one_by_one(
+    new: list[tuple[int, str, str]], used: dict[tuple[str, str], int], rules: TrapRules
+) -> tuple[dict[int, str], dict[tuple[str, str], int]]:
+    """The rule as written: each new request in order, over if a counter stands at its budget."""
+    limits = {"host": rules.host_page_budget, "pattern": rules.pattern_budget}
+    counts: dict[tuple[str, str], int] = {}
+    trapped = {}
+    for rid, url, domain in new:
+        keys = budget_keys(url, domain, rules)
+        over = [k for k in keys if counts.get(k, used.get(k, 0)) >= (limits[k[0]] or 0)]
+        if over:
+            trapped[rid] = f"{over[0][0]}_budget"
+            continue
+        for k in keys:
+            counts[k] = counts.get(k, used.get(k, 0)) + 1
+    return trapped, counts
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(["/p/1", "/q/x", "/p/2?s=1"]))),
+    st.integers(0, 6),
+    st.integers(0, 6),
+    st.integers(0, 8),
+)
+def test_over_budget__agrees_with_counting_one_request_at_a_time(
+    links: list[tuple[str, str]], host_budget: int, pattern_budget: int, used_before: int
+) -> None:
+    rules = TrapRules(host_page_budget=host_budget, pattern_budget=pattern_budget)
+    new = [(i, f"https://{h}.test{path}", f"{h}.test") for i, (h, path) in enumerate(links)]
+    used = {("host", "a.test"): used_before, ("pattern", "b.test/p/N"): used_before // 2}
+    assert over_budget(new, used, rules) == _over_budget_one_by_one(new, used, rules)

@@ -183,10 +183,20 @@ def over_budget(
     budget does not use up any budget.
     """
     limits = {"host": rules.host_page_budget, "pattern": rules.pattern_budget}
-    counts: dict[tuple[str, str], int] = {}
+    if keys_of is None:
+        keys_of = [budget_keys(url, domain, rules) for _, url, domain in new]
+    # the usual case first: no counter reaches its budget with every new request counted, so
+    # none is over it (a request is over when its counter already stood at the budget)
+    counts = Counter(k for keys in keys_of for k in keys)
+    for k, n in counts.items():
+        counts[k] = n = n + used.get(k, 0)
+        if n > (limits[k[0]] or 0):
+            break
+    else:
+        return {}, dict(counts)
+    counts.clear()
     trapped: dict[int, str] = {}
-    for i, (rid, url, domain) in enumerate(new):
-        keys = keys_of[i] if keys_of is not None else budget_keys(url, domain, rules)
+    for (rid, _, _), keys in zip(new, keys_of, strict=True):
         over = next((k for k in keys if counts.get(k, used.get(k, 0)) >= (limits[k[0]] or 0)), None)
         if over is not None:
             trapped[rid] = f"{over[0]}_budget"
