@@ -242,21 +242,22 @@ class JobRuntime:
         meta = req.meta or None
         if cookiejar is not None and (meta is None or "cookiejar" not in meta):
             meta = {**(meta or {}), "cookiejar": cookiejar}
+        # positional, in NewRequest's field order: one per new link, the hot path of discovery
         return NewRequest(
-            url=canon,
-            fingerprint=fp,
-            domain=host if host is not None else host_of(canon),
-            priority=req.priority,
-            depth=depth,
-            callback=req.callback_name,
-            meta=meta,
-            method=req.method,
-            body=req.body,
-            fetcher=req.fetcher or self._fetcher_for(canon, fp),
-            max_attempts=req.max_attempts,
-            trap=trap,
-            headers=req.headers,
-            pool=req.pool,
+            canon,
+            fp,
+            host if host is not None else host_of(canon),
+            req.priority,
+            depth,
+            req.callback_name,
+            meta,
+            req.method,
+            req.body,
+            req.fetcher or self._fetcher_for(canon, fp),
+            req.max_attempts,
+            trap,
+            req.headers,
+            req.pool,
         )
 
     def link(

@@ -428,16 +428,17 @@ class LinkCanonicalizer:
 
     def resolve_key(self, key: object, href: str, base: str) -> _Result | None:
         """:meth:`resolve` for a ``key`` already computed by :meth:`key`."""
-        cache = self._cache
-        hit = cache.get(key, _MISS)
-        if hit is not _MISS:
-            return hit  # type: ignore[return-value]
         if isinstance(key, str):
             if base != self._base:
                 self._set_base(base)
             plain = self._plain
             if plain is not None and key.startswith(plain) and _is_plain_path(key, len(plain)):
-                return key, fingerprint(key), self._host  # canonical as written: nothing to keep
+                # canonical as written (most new links of a crawl): nothing to look up or keep
+                return key, fingerprint(key), self._host
+        cache = self._cache
+        hit = cache.get(key, _MISS)
+        if hit is not _MISS:
+            return hit  # type: ignore[return-value]
         result = self._compute(key if isinstance(key, str) else None, href, base)
         cache.put(key, result)
         return result

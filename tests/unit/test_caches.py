@@ -287,3 +287,37 @@ async def test_worker_cache_budget__a_second_job_halves_the_first_ones_caches(
     finally:
         await contexts.close()
         await store.close()
+
+
+def test_new_request__built_positionally_in_its_field_order() -> None:
+    # JobRuntime._new passes NewRequest's fields by position (the hot path of discovery): a
+    # field moved in the dataclass must move there too
+    from dataclasses import fields
+
+    from crawlfleet.model import NewRequest
+
+    assert [f.name for f in fields(NewRequest)] == [
+        "url", "fingerprint", "domain", "priority", "depth", "callback", "meta", "method",
+        "body", "fetcher", "max_attempts", "trap", "headers", "pool",
+    ]  # fmt: skip
+    rt = runtime()
+    out = PageOutput()
+    req = Request.link("/p/1", "parse_item", "http://a.example/")
+    req.priority, req.meta, req.max_attempts = 5, {"k": "v"}, 7
+    rt.spider.parse_item = lambda response: None  # type: ignore[attr-defined]
+    rt.link(req, 2, out, cookiejar="jar")
+    (new,) = out.discovered
+    assert (new.url, new.domain, new.priority, new.depth, new.callback) == (
+        "http://a.example/p/1",
+        "a.example",
+        5,
+        2,
+        "parse_item",
+    )
+    assert (new.meta, new.method, new.body, new.max_attempts) == (
+        {"k": "v", "cookiejar": "jar"},
+        "GET",
+        None,
+        7,
+    )
+    assert (new.fetcher, new.trap, new.headers, new.pool) == ("http", None, None, ())
