@@ -20,7 +20,8 @@ size and bytes per queued request, and the ratios discovery/shop and discovery/k
 
 PostgreSQL from ``CRAWLFLEET_BENCH_PG`` (a schema per run, dropped afterwards). ``--src`` runs the
 workers from another source tree (a before/after comparison in one sitting); ``--cache-memory``
-sets the workers' ``[worker] cache_memory``.
+sets the workers' ``[worker] cache_memory``; ``--repeat N`` runs every crawl N times, in rounds,
+and gives the ratios of each round and their median (the machine's noise is ±10% a run).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -285,18 +287,31 @@ def report(runs: list[Run]) -> None:
             f"{r.pages_per_s():.0f} | {r.half:.0f} | {r.peak_rss:.0f} | {r.last_rss:.0f} | "
             f"{1000 * r.cpu_s / max(pages, 1):.2f} | {r.store_bytes / 1e6:.0f} | {per:.0f} |"
         )
-    by = {(r.site, r.backend, r.workers): r for r in runs}
-    for (site, backend, workers), r in by.items():
+    # the ratios of each round (runs of one round ran one after the other), then their median
+    by: dict[tuple[str, str, int], list[Run]] = {}
+    for r in runs:
+        by.setdefault((r.site, r.backend, r.workers), []).append(r)
+    for (site, backend, workers), rs in by.items():
         if site != "discovery":
             continue
         for other in ("shop", "known"):
-            o = by.get((other, backend, workers))
-            if o is not None and o.pages_per_s() and o.cpu_s and r.samples[-1].pages:
-                cpu = (r.cpu_s / r.samples[-1].pages) / (o.cpu_s / o.samples[-1].pages)
-                print(
-                    f"discovery/{other} {backend} w={workers}: pages/s "
-                    f"{r.pages_per_s() / o.pages_per_s():.2f}, worker CPU per page {cpu:.2f}x"
-                )
+            pairs = [
+                (r, o)
+                for r, o in zip(rs, by.get((other, backend, workers), []), strict=False)
+                if o.pages_per_s() and o.cpu_s and r.samples[-1].pages
+            ]
+            if not pairs:
+                continue
+            speed = [r.pages_per_s() / o.pages_per_s() for r, o in pairs]
+            cpu = [
+                (r.cpu_s / r.samples[-1].pages) / (o.cpu_s / o.samples[-1].pages) for r, o in pairs
+            ]
+            each = ", ".join(f"{c:.2f}" for c in cpu)
+            print(
+                f"discovery/{other} {backend} w={workers}: pages/s {statistics.median(speed):.2f}, "
+                f"worker CPU per page {statistics.median(cpu):.2f}x"
+                + (f" (median of {len(pairs)} rounds: {each})" if len(pairs) > 1 else "")
+            )
 
 
 def main() -> None:
@@ -312,12 +327,14 @@ def main() -> None:
     p.add_argument("--src", help="run the workers from this source tree")
     p.add_argument("--cache-memory", type=int, help="[worker] cache_memory of the workers (bytes)")
     p.add_argument("--json", help="write the samples to this file")
+    p.add_argument("--repeat", type=int, default=1, help="rounds of every run (ratios: median)")
     args = p.parse_args()
     runs = []
-    for backend in args.backends.split(","):
-        for workers in (int(w) for w in args.workers.split(",")):
-            for site in args.sites.split(","):
-                runs.append(crawl(site, backend, workers, args))
+    for _ in range(args.repeat):  # rounds: each site's runs of a round one after the other
+        for backend in args.backends.split(","):
+            for workers in (int(w) for w in args.workers.split(",")):
+                for site in args.sites.split(","):
+                    runs.append(crawl(site, backend, workers, args))
     report(runs)
     if args.json:
         Path(args.json).write_text(

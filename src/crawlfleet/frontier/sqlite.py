@@ -326,12 +326,20 @@ class SQLiteFrontier:
             else:
                 traps.append((*row, f"trap: {r.trap}", now, now, now))
         db.executemany(Q["insert_request"], rows)
+        every_row_new = db.total_changes - before == len(rows)
         db.executemany(Q["insert_trap"], traps)
         added = db.total_changes - before
         if added:
             db.execute(Q["work_changed"])
         if defaults.budgeted:
-            self._budget(db, job_id, defaults, after_id, now)
+            # every row new (a discovery-heavy page): their ids follow the last one in order
+            # (the write lock is ours), no need to read them back
+            new = (
+                [(after_id + 1 + i, r[2], r[3]) for i, r in enumerate(rows)]
+                if every_row_new
+                else None
+            )
+            self._budget(db, job_id, defaults, after_id, now, new)
         if traps or defaults.budgeted:
             db.execute(Q["trap_history"], {"now": now, "after": after_id})
         for domain in domains:
@@ -354,10 +362,17 @@ class SQLiteFrontier:
 
     @staticmethod
     def _budget(
-        db: sqlite3.Connection, job_id: int, defaults: JobDefaults, after_id: int, now: float
+        db: sqlite3.Connection,
+        job_id: int,
+        defaults: JobDefaults,
+        after_id: int,
+        now: float,
+        new: list[tuple[int, str, str]] | None = None,
     ) -> None:
-        """Turn the new requests over their host or pattern budget into dead(trap) rows."""
-        new = db.execute(Q["new_requests"], (after_id,)).fetchall()
+        """Turn the new requests (``(id, url, domain)`` after ``after_id``, read back unless
+        given) over their host or pattern budget into dead(trap) rows."""
+        if new is None:
+            new = db.execute(Q["new_requests"], (after_id,)).fetchall()
         if not new:
             return
         keys_of = [budget_keys(url, domain, defaults.traps) for _, url, domain in new]
