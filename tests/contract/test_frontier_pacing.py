@@ -323,6 +323,17 @@ async def test_budgets__a_hosts_page_budget_holds_across_batches_and_producers(
     assert reasons == {"trap: host_budget"}
 
 
+async def test_budgets__hold_across_the_slices_of_a_bulk_enqueue(frontier: Frontier) -> None:
+    # 25,000 seeds in one enqueue: PostgreSQL inserts them 10,000 at a time in one transaction
+    await frontier.submit_job(
+        JobSpec(name="j", spider="s.py", default_limits=DomainLimits(100), page_budget=20_000)
+    )
+    assert await frontier.enqueue("j", urls(25_000)) == 25_000
+    stats = await frontier.stats("j")
+    assert (stats.queued, stats.traps) == (20_000, 5_000)
+    assert await frontier.enqueue("j", urls(25_000)) == 0, "duplicates draw on no budget"
+
+
 async def test_budgets__a_url_patterns_budget(frontier: Frontier) -> None:
     await frontier.submit_job(
         JobSpec(name="j", spider="s.py", default_limits=DomainLimits(100), pattern_budget=4)

@@ -119,6 +119,8 @@ STORE_TABLES: Final = (
     "worker_stats",
     "workers",
 )
+#: most rows of one insert statement (an enqueue of more runs several, in one transaction)
+ENQUEUE_SLICE: Final = 10_000
 #: seconds between two maintain() of one process; how long it waits for a table's lock
 MAINTAIN_EVERY: Final = 10.0
 MAINTAIN_LOCK_TIMEOUT_MS: Final = 200
@@ -338,16 +340,18 @@ class PostgresFrontier:
                 pins.setdefault(r.domain, set()).update(r.pool)
             values.append(request_values(r, defaults))
         added = 0
-        if traps:
-            added += _count(await conn.execute(Q["insert_traps"], job_id, now, _json_rows(traps)))
-        if values and defaults.budgeted:
-            rows = await conn.fetch(Q["insert_requests_returning"], job_id, now, _json_rows(values))
-            added += len(rows)
-            await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
-        elif values:
-            added += _count(
-                await conn.execute(Q["insert_requests"], job_id, now, _json_rows(values))
-            )
+        # a bulk intake (a file of millions of seeds) goes in slices, in fingerprint order still
+        for i in range(0, len(traps), ENQUEUE_SLICE):
+            batch = _json_rows(traps[i : i + ENQUEUE_SLICE])
+            added += _count(await conn.execute(Q["insert_traps"], job_id, now, batch))
+        for i in range(0, len(values), ENQUEUE_SLICE):
+            batch = _json_rows(values[i : i + ENQUEUE_SLICE])
+            if defaults.budgeted:
+                rows = await conn.fetch(Q["insert_requests_returning"], job_id, now, batch)
+                added += len(rows)
+                await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
+            else:
+                added += _count(await conn.execute(Q["insert_requests"], job_id, now, batch))
         new = sorted(domains - self._known_domains)
         if new:
             limits = [defaults.limits_for(d) for d in new]
@@ -571,8 +575,9 @@ class PostgresFrontier:
                     await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
-        if done:
-            log.info("store upkeep: %s", ", ".join(done))
+        if done:  # a vacuum is news (a server without autovacuum); an analyze is routine
+            level = logging.INFO if any(d.startswith("vacuum") for d in done) else logging.DEBUG
+            log.log(level, "store upkeep: %s", ", ".join(done))
         return done
 
     @staticmethod
