@@ -162,6 +162,10 @@ class PostgresFrontier:
         self._listener: Any = None  # asyncpg.Connection that LISTENs (see wait_for_work)
         self._work = asyncio.Event()
         self._maintained_at = -MAINTAIN_EVERY  # time.monotonic() of the last maintain()
+        #: requests this process added since its last maintain(): the server's counters of them
+        #: reach pg_stat only a second or more after their transactions (a bulk submit, then
+        #: maintain() at once, would see nothing new)
+        self._added_since_upkeep = 0
 
     def __repr__(self) -> str:
         where = mask_credentials(self.dsn) + (f" schema={self.schema}" if self.schema else "")
@@ -379,6 +383,7 @@ class PostgresFrontier:
             await conn.execute(Q["domain_tier_init"], new)
         if added:
             await self._notify(conn)
+            self._added_since_upkeep += added
         return added, new
 
     @staticmethod
@@ -562,7 +567,18 @@ class PostgresFrontier:
                     # never queue behind a lock (autovacuum at work, a migration): next time
                     await conn.execute(f"SET lock_timeout = {MAINTAIN_LOCK_TIMEOUT_MS}")
                     rows = await conn.fetch(Q["table_health"], list(STORE_TABLES))
-                    tables = [TableHealth(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+                    added, self._added_since_upkeep = self._added_since_upkeep, 0
+                    tables = [
+                        TableHealth(
+                            r[0],
+                            r[1],
+                            r[2],
+                            max(r[3], added) if r[0] == "requests" else r[3],
+                            r[4],
+                            r[5],
+                        )
+                        for r in rows
+                    ]
                     for action, table in upkeep_actions(tables):
                         sql = "VACUUM (ANALYZE) " if action == "vacuum" else "ANALYZE "
                         try:
