@@ -454,6 +454,8 @@ class Worker:
                 await self.frontier.maintain()
             except StoreError as exc:  # the store is away: the lease and report loops say so
                 log.debug("store upkeep skipped: %s", exc)
+            except Exception:  # the upkeep must never stop the worker: try again next time
+                log.exception("store upkeep failed")
             await asyncio.sleep(UPKEEP_EVERY)
 
     # -- what this worker did, for the fleet's totals -------------------------------------------

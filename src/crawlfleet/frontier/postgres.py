@@ -558,39 +558,44 @@ class PostgresFrontier:
             return []
         self._maintained_at = now
         done: list[str] = []
+        rows = await self._run(
+            lambda c: c.fetch(Q["table_health"], list(STORE_TABLES)), write=False
+        )
+        added = self._added_since_upkeep
+        tables = [
+            TableHealth(
+                r[0], r[1], r[2], max(r[3], added) if r[0] == "requests" else r[3], r[4], r[5]
+            )
+            for r in rows
+        ]
+        todo = upkeep_actions(tables)
+        if not todo:
+            return done
         try:
-            async with self._pool.acquire() as conn:
-                key = f"crawlfleet upkeep {self.schema or ''}"
-                if not await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key):
-                    return done  # another process of the fleet is at it
+            # a connection of its own, closed after: its session lock and lock_timeout never
+            # reach the pool (a VACUUM cut short by a stopping worker leaves nothing behind);
+            # never queue behind a lock (autovacuum at work, a migration): next time
+            settings = {**self._settings(), "lock_timeout": str(MAINTAIN_LOCK_TIMEOUT_MS)}
+            conn = await asyncpg.connect(self.dsn, server_settings=settings)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
+        try:
+            key = f"crawlfleet upkeep {self.schema or ''}"
+            if not await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key):
+                return done  # another process of the fleet is at it
+            for action, table in todo:
+                sql = "VACUUM (ANALYZE) " if action == "vacuum" else "ANALYZE "
                 try:
-                    # never queue behind a lock (autovacuum at work, a migration): next time
-                    await conn.execute(f"SET lock_timeout = {MAINTAIN_LOCK_TIMEOUT_MS}")
-                    rows = await conn.fetch(Q["table_health"], list(STORE_TABLES))
-                    added, self._added_since_upkeep = self._added_since_upkeep, 0
-                    tables = [
-                        TableHealth(
-                            r[0],
-                            r[1],
-                            r[2],
-                            max(r[3], added) if r[0] == "requests" else r[3],
-                            r[4],
-                            r[5],
-                        )
-                        for r in rows
-                    ]
-                    for action, table in upkeep_actions(tables):
-                        sql = "VACUUM (ANALYZE) " if action == "vacuum" else "ANALYZE "
-                        try:
-                            await conn.execute(sql + _quote_ident(table))
-                        except asyncpg.LockNotAvailableError:
-                            continue
-                        done.append(f"{action} {table}")
-                finally:
-                    await conn.execute("RESET lock_timeout")
-                    await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
+                    await conn.execute(sql + _quote_ident(table))
+                except asyncpg.LockNotAvailableError:
+                    continue
+                done.append(f"{action} {table}")
+                if table == "requests":  # counted now: what was added meanwhile counts next time
+                    self._added_since_upkeep -= added
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
+        finally:
+            conn.terminate()
         if done:  # a vacuum is news (a server without autovacuum); an analyze is routine
             level = logging.INFO if any(d.startswith("vacuum") for d in done) else logging.DEBUG
             log.log(level, "store upkeep: %s", ", ".join(done))
