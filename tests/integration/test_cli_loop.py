@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import sqlite3
@@ -77,6 +78,7 @@ def test_read_only_commands__never_create_a_store_and_say_which_they_looked_for(
         ["dead", "show", "1"],
         ["dead", "replay", "--all"],
         ["export", "-o", "x.jsonl"],
+        ["db", "upkeep"],
     ):
         assert one_line(run(args, tmp_path, timeout=60)) == NO_STORE, args
     assert not (tmp_path / ".crawlfleet").exists()
@@ -88,6 +90,7 @@ def test_read_only_commands__never_create_a_store_and_say_which_they_looked_for(
 
 def test_bad_job_names_and_unnamed_replays__one_line_errors(tmp_path: Path) -> None:
     assert "schema version" in run(["db", "upgrade"], tmp_path, timeout=60).stdout
+    assert run(["db", "upkeep"], tmp_path, timeout=60).stdout.endswith(": nothing to do\n")
     for args, message in (
         (["status", "--job", "nope"], "error: no job named 'nope'"),
         (["jobs", "pause", "nope"], "error: no job named 'nope'"),
@@ -353,6 +356,8 @@ def test_crawl_on_postgresql__records_stream_to_the_output_and_status_agrees(
     )
     jobs = run(["jobs", "--queue", pg_queue], tmp_path, timeout=60).stdout
     assert jobs.split("\t")[:2] == ["shop", "finished"]
+    upkeep = run(["db", "upkeep", "--queue", pg_queue], tmp_path, timeout=60).stdout
+    assert re.fullmatch(r"postgresql://\S+: (nothing to do|(analyze|vacuum) \w+(, .+)?)\n", upkeep)
 
 
 def test_crawl_killed_hard__its_workers_drain_and_exit_instead_of_crawling_on(

@@ -28,3 +28,23 @@ async def db_upgrade(ctx: click.Context, queue: str | None) -> None:
     async with opened(s) as store:
         version = await store.upgrade()
     click.echo(f"{mask_credentials(s.queue)}: schema version {version}")
+
+
+@db.command("upkeep")
+@queue_option
+@click.pass_context
+@async_command
+async def db_upkeep(ctx: click.Context, queue: str | None) -> None:
+    """Look after the store's tables now: ANALYZE those whose statistics are stale and VACUUM
+    those with many dead rows where autovacuum does not run (PostgreSQL; SQLite needs none).
+
+    Workers do this every 10 s and ``submit`` after its seeds; by hand it serves after a bulk
+    load made otherwise, or from cron on a fleet that is mostly stopped. Skipped while another
+    process of the fleet is at it.
+    """
+    from crawlfleet.urls import mask_credentials
+
+    s = settings(ctx, {"queue": queue})
+    async with opened(s, create=False) as store:
+        done = await store.maintain()
+    click.echo(f"{mask_credentials(s.queue)}: {', '.join(done) or 'nothing to do'}")
