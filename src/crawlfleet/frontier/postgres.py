@@ -21,6 +21,7 @@ from typing import Any, Final, TypeVar
 
 import asyncpg
 
+from crawlfleet.cache import BoundedSet
 from crawlfleet.data.jsonsafe import Unstorable
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.frontier import pacing as pace
@@ -119,6 +120,8 @@ STORE_TABLES: Final = (
     "worker_stats",
     "workers",
 )
+#: domains a process remembers having stored (PostgresFrontier._known_domains)
+KNOWN_DOMAINS: Final = 100_000
 #: most rows of one insert statement (an enqueue of more runs several, in one transaction)
 ENQUEUE_SLICE: Final = 10_000
 #: seconds between two maintain() of one process; how long it waits for a table's lock
@@ -156,7 +159,10 @@ class PostgresFrontier:
         self._pool: Any = None  # asyncpg.Pool
         self._job_ids: dict[str, int] = {}
         self._job_defaults: dict[int, JobDefaults] = {}
-        self._known_domains: set[str] = set()
+        #: domains this process knows the store has (their rows and lanes are not inserted
+        #: again); bounded: a broad crawl meets millions, and a forgotten one is only inserted
+        #: again (ON CONFLICT DO NOTHING)
+        self._known_domains: BoundedSet[str] = BoundedSet(KNOWN_DOMAINS)
         #: one NOTIFY channel per schema: fleets in other schemas do not wake each other
         self._channel = f"crawlfleet_work:{schema or ''}"
         self._listener: Any = None  # asyncpg.Connection that LISTENs (see wait_for_work)
@@ -322,7 +328,7 @@ class PostgresFrontier:
             return 0
         job_id = await self._job_id(job)
         added, new_domains = await self._run(lambda c: self._enqueue(c, job_id, requests))
-        self._known_domains.update(new_domains)
+        self._know_domains(new_domains)
         return added
 
     async def _enqueue(
@@ -356,7 +362,7 @@ class PostgresFrontier:
                 await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
             else:
                 added += _count(await conn.execute(Q["insert_requests"], job_id, now, batch))
-        new = sorted(domains - self._known_domains)
+        new = sorted(d for d in domains if d not in self._known_domains)
         if new:
             limits = [defaults.limits_for(d) for d in new]
             await conn.execute(
@@ -646,7 +652,7 @@ class PostgresFrontier:
             return await self._complete(conn, items)
 
         accepted = await self._run(tx)
-        self._known_domains.update(new_domains)
+        self._know_domains(new_domains)
         return accepted
 
     async def _enqueue_discovered(
@@ -885,7 +891,7 @@ class PostgresFrontier:
             return Settled(completed, refused, leases)
 
         settled = await self._run(tx)
-        self._known_domains.update(new_domains)
+        self._know_domains(new_domains)
         return settled
 
     async def release(self, leases: Sequence[LeaseRef]) -> set[int]:
@@ -935,6 +941,10 @@ class PostgresFrontier:
                 await conn.execute(Q["drop_sessions"], job_id, *_columns(gone, 2))
 
         await self._run(tx)
+
+    def _know_domains(self, domains: Iterable[str]) -> None:
+        for domain in domains:
+            self._known_domains.add(domain)
 
     async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
         await self._run(lambda c: self._upsert_domain(c, domain, limits))
