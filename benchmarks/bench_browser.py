@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SEEDS = frozenset({"127.0.0.1"})
 MiB = 1024 * 1024
 
@@ -164,17 +162,8 @@ class TreeSampler(threading.Thread):
             self.peak_rss = max(self.peak_rss, sum(m.rss for m in mems))
             self.peak_anon = max(self.peak_anon, sum(m.anon for m in mems))
             for p in tree:
-                self.cpu[(p.pid << 32) | (p.start & 0xFFFFFFFF)] = _cpu_seconds(p.pid)
+                self.cpu[(p.pid << 32) | (p.start & 0xFFFFFFFF)] = p.cpu
             self.stop.wait(0.1)
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def start_shop(products: int) -> tuple[subprocess.Popen[str], str]:

@@ -42,11 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crawlfleet.fetch.browser import procs
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PG_SERVER = os.environ.get("CRAWLFLEET_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -117,12 +118,8 @@ def rss_mb(pid: int) -> float:
 
 
 def cpu_s(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            parts = f.read().rsplit(")", 1)[1].split()
-        return (int(parts[11]) + int(parts[12])) / TICKS
-    except OSError:
-        return 0.0
+    proc = procs.read_proc(pid)  # None once it has exited: the caller keeps its last reading
+    return proc.cpu if proc is not None else 0.0
 
 
 class Store:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,8 @@ def test_read_proc_of_this_process() -> None:
     me = procs.read_proc(os.getpid())
     assert me is not None
     assert me.pid == os.getpid() and me.ppid == os.getppid() and me.rss > 0
+    # user + system seconds, as the kernel counts them in clock ticks
+    assert 0 < me.cpu <= time.process_time() + 0.05
     assert procs.read_proc(2**22 + 7) is None  # above pid_max: never a process
     assert me in procs.descendants(os.getppid())
 

@@ -37,6 +37,7 @@ OWNER_ENV = "CRAWLFLEET_BROWSER_OWNER"
 PROFILE_PREFIX = "playwright_chromiumdev_profile-"
 """How Playwright names the temporary profile of a launched browser."""
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _OWNER_PREFIX = OWNER_ENV.encode() + b"="
 
 
@@ -53,6 +54,8 @@ class Proc:
     """Start time in clock ticks since boot: (pid, start) names a process for good."""
     rss: int
     """Resident set size in bytes."""
+    cpu: float
+    """CPU seconds used so far, user and system (its exited children's not counted)."""
 
 
 def read_proc(pid: int) -> Proc | None:
@@ -74,6 +77,7 @@ def read_proc(pid: int) -> Proc | None:
             pgid=int(fields[2]),
             start=int(fields[19]),
             rss=int(fields[21]) * _PAGE_SIZE,
+            cpu=(int(fields[11]) + int(fields[12])) / _CLOCK_TICKS,
         )
     except (IndexError, ValueError):
         return None
