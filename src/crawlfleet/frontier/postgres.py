@@ -85,6 +85,8 @@ from crawlfleet.urls import mask_credentials
 
 T = TypeVar("T")
 Q = queries("postgres")
+#: insert_requests for a job with page budgets: the rows actually inserted come back
+INSERT_RETURNING = Q["insert_requests"].removesuffix(";") + "\nRETURNING id, url, domain"
 Conn = Any  # asyncpg.Connection (asyncpg ships no type hints)
 log = logging.getLogger("crawlfleet.store")
 
@@ -357,7 +359,7 @@ class PostgresFrontier:
         for i in range(0, len(values), ENQUEUE_SLICE):
             batch = _json_rows(values[i : i + ENQUEUE_SLICE])
             if defaults.budgeted:
-                rows = await conn.fetch(Q["insert_requests_returning"], job_id, now, batch)
+                rows = await conn.fetch(INSERT_RETURNING, job_id, now, batch)
                 added += len(rows)
                 await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
             else:

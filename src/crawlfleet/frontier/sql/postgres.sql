@@ -339,11 +339,12 @@ SELECT id, name, spider, state, settings::text, created_at, max_attempts FROM jo
 UPDATE jobs SET state = $1 WHERE name = $2;
 
 -- name: insert_requests
--- One statement per batch. The rows come as one JSON array of arrays ($3, request_json_rows):
+-- One statement per batch. The rows come as one JSON array of arrays ($3, postgres._json_rows):
 -- the server takes them apart, where binding 13 arrays cost the client ~20 type checks a row.
 -- The caller sorts the batch by fingerprint: concurrent producers then meet on the unique index in
 -- the same order and wait for each other instead of deadlocking. DO NOTHING also absorbs
--- duplicates inside the batch.
+-- duplicates inside the batch. For a job with page budgets the store adds RETURNING id, url,
+-- domain (INSERT_RETURNING): the rows actually inserted (a duplicate draws on no budget).
 INSERT INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
      max_attempts, headers, pool, state, ready_at, created_at)
@@ -353,20 +354,6 @@ SELECT $1, decode(r->>0, 'hex'), r->>1, r->>2, (r->>3)::int, (r->>4)::int, r->>5
 FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS u(r, n)
 ORDER BY u.n
 ON CONFLICT (job_id, fingerprint) DO NOTHING;
-
--- name: insert_requests_returning
--- insert_requests for a job with page budgets: the rows actually inserted come back (a duplicate
--- is not new and draws on no budget)
-INSERT INTO requests
-    (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, headers, pool, state, ready_at, created_at)
-SELECT $1, decode(r->>0, 'hex'), r->>1, r->>2, (r->>3)::int, (r->>4)::int, r->>5,
-       (r->>6)::jsonb, r->>7, decode(r->>8, 'hex'), r->>9, (r->>10)::int, r->>11, r->>12,
-       'queued', $2, $2
-FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS u(r, n)
-ORDER BY u.n
-ON CONFLICT (job_id, fingerprint) DO NOTHING
-RETURNING id, url, domain;
 
 -- name: insert_traps
 -- links their finder judged traps: dead rows (counted, listed, replayable), never fetched, each
