@@ -4,7 +4,6 @@ and a mixed fleet where each request goes to a worker of its kind."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -236,7 +235,6 @@ class Shop(DemoShop):
 MEMORY_PRODUCTS = 955  # with its listings and the home page, 1,000 JS pages
 BUDGET = 1024 * 1024 * 1024  # [browser] memory_budget: Chromium's processes (RssAnon + RssShmem)
 WORKER_SHARE = 320 * 1024 * 1024  # the worker itself and Playwright's driver, on top of it
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class TreeSampler(threading.Thread):
@@ -259,7 +257,7 @@ class TreeSampler(threading.Thread):
         while not self.stop.is_set():
             tree = chromium = 0
             for p in procs.descendants(self.root):
-                self.cpu[p.pid, p.start] = _cpu_seconds(p.pid) or self.cpu.get((p.pid, p.start), 0)
+                self.cpu[p.pid, p.start] = p.cpu
                 mem = procs.memory_of(p.pid)
                 if mem is None:
                     continue
@@ -270,15 +268,6 @@ class TreeSampler(threading.Thread):
             self.tree.append(tree)
             self.chromium.append(chromium)
             self.stop.wait(0.5)
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def is_chromium(pid: int) -> bool:
@@ -295,6 +284,21 @@ def chromium_of(worker: int) -> list[int]:
     return [p.pid for p in procs.descendants(worker) if is_chromium(p.pid)]
 
 
+def browser_worker(tmp_path: Path, base: str, *, stderr: int) -> subprocess.Popen[str]:
+    """Submit the JS shop's spider at ``base`` and start one ``crawlfleet worker --kind
+    browser --exit-when-finished`` on it (its standard error as ``stderr`` says, as text)."""
+    spider = tmp_path / "shop.py"
+    spider.write_text(MEMORY_SPIDER.format(start=base + "/js/"))
+    assert run(["submit", str(spider)], tmp_path).returncode == 0
+    return subprocess.Popen(
+        [*CRAWLFLEET, "worker", "--kind", "browser", "--exit-when-finished"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+    )
+
+
 @pytest.mark.timeout(960)
 def test_a_browser_worker_keeps_its_memory_under_the_budget_over_1000_pages(
     tmp_path: Path,
@@ -307,16 +311,7 @@ def test_a_browser_worker_keeps_its_memory_under_the_budget_over_1000_pages(
         f"[browser]\ncontexts = 4\npages_per_context = 50\nmemory_budget = {BUDGET}\n"
     )
     with demo_shop("--products", str(MEMORY_PRODUCTS)) as base:
-        spider = tmp_path / "shop.py"
-        spider.write_text(MEMORY_SPIDER.format(start=base + "/js/"))
-        assert run(["submit", str(spider)], tmp_path).returncode == 0
-        worker = subprocess.Popen(
-            [*CRAWLFLEET, "worker", "--kind", "browser", "--exit-when-finished"],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        worker = browser_worker(tmp_path, base, stderr=subprocess.PIPE)
         sampler = TreeSampler(worker.pid)
         sampler.start()
         started = time.monotonic()
@@ -352,15 +347,7 @@ def test_a_browser_worker_keeps_its_memory_under_the_budget_over_1000_pages(
 
 def test_kill_9_of_a_browser_worker_mid_crawl_leaves_no_chromium(tmp_path: Path) -> None:
     with demo_shop("--products", str(PRODUCTS)) as base:
-        spider = tmp_path / "shop.py"
-        spider.write_text(MEMORY_SPIDER.format(start=base + "/js/"))
-        assert run(["submit", str(spider)], tmp_path).returncode == 0
-        worker = subprocess.Popen(
-            [*CRAWLFLEET, "worker", "--kind", "browser", "--exit-when-finished"],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        worker = browser_worker(tmp_path, base, stderr=subprocess.DEVNULL)
         try:
 
             def crawling() -> bool:
