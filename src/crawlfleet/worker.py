@@ -36,6 +36,7 @@ from crawlfleet.errors import StoreError
 from crawlfleet.events import EventBus, Leased, LeasesLost
 from crawlfleet.extract import JobRuntime
 from crawlfleet.frontier.ports import Frontier, WorkerStats
+from crawlfleet.frontier.upkeep import UPKEEP_EVERY
 from crawlfleet.jobs import JobContexts
 from crawlfleet.model import KINDS, Completion, Failure, JobState, Lease, LeaseRef
 from crawlfleet.routes.identities import Identities
@@ -54,8 +55,6 @@ IDLE_LEASE_GAP = 0.01
 REPORT_RETRY = 1.0
 #: a worker holding more leases than this lets a small report gather for ``report_interval``
 GATHER_ABOVE = 16
-#: seconds between two store upkeeps of a worker (Frontier.maintain)
-UPKEEP_EVERY = 10.0
 
 
 def default_worker_id() -> str:
@@ -448,7 +447,8 @@ class Worker:
     async def _upkeep_loop(self) -> None:
         """The store's upkeep (statistics, dead rows: ``Frontier.maintain``), from the start
         (a bulk-submitted backlog is analyzed before it is leased much) and every
-        :data:`UPKEEP_EVERY` seconds; one process of the fleet does it at a time."""
+        ``UPKEEP_EVERY`` seconds (:mod:`crawlfleet.frontier.upkeep`); one process of the fleet
+        does it at a time."""
         while True:
             try:
                 await self.frontier.maintain()

@@ -260,7 +260,7 @@ async def test_maintain__analyzes_a_bulk_intake_and_vacuums_churn_autovacuum_lea
         assert (await _table_stats(dsn, schema))["requests"][0] < 0  # never analyzed
         # at once, as submit does after its seeds: the server's counters lag, the store knows
         assert "analyze requests" in await a.maintain()
-        assert await a.maintain() == []  # at most once per MAINTAIN_EVERY seconds
+        assert await a.maintain() == []  # at most once per UPKEEP_EVERY seconds
     assert (await _table_stats(dsn, schema))["requests"] == (3_000, False)
 
     # a connection's counters reach pg_stat when it closes: a store per step from here

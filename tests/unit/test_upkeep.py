@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from crawlfleet.frontier import upkeep
 from crawlfleet.frontier.upkeep import TableHealth, actions
 
 
@@ -45,3 +46,10 @@ def test_actions__name_the_table_in_the_order_given() -> None:
         TableHealth("requests", 0, 0, 5_000, -1, False),
     ]
     assert actions(tables) == [("vacuum", "domains"), ("analyze", "requests")]
+
+
+def test_upkeep__runs_as_often_and_with_the_thresholds_the_readme_says() -> None:
+    # README, "Store upkeep": every 10 s; ANALYZE past a tenth changed; VACUUM past 5% dead
+    assert upkeep.UPKEEP_EVERY == 10.0
+    assert (upkeep.ANALYZE_SHARE, upkeep.VACUUM_SHARE) == (0.1, 0.05)
+    assert (upkeep.ANALYZE_MIN, upkeep.VACUUM_MIN) == (1_000, 1_000)

@@ -56,7 +56,7 @@ from crawlfleet.frontier.ports import (
     WorkerStats,
 )
 from crawlfleet.frontier.sql import queries
-from crawlfleet.frontier.upkeep import TableHealth
+from crawlfleet.frontier.upkeep import UPKEEP_EVERY, TableHealth
 from crawlfleet.frontier.upkeep import actions as upkeep_actions
 from crawlfleet.model import (
     KINDS,
@@ -126,8 +126,7 @@ STORE_TABLES: Final = (
 KNOWN_DOMAINS: Final = 100_000
 #: most rows of one insert statement (an enqueue of more runs several, in one transaction)
 ENQUEUE_SLICE: Final = 10_000
-#: seconds between two maintain() of one process; how long it waits for a table's lock
-MAINTAIN_EVERY: Final = 10.0
+#: how long the upkeep waits for a table's lock (milliseconds)
 MAINTAIN_LOCK_TIMEOUT_MS: Final = 200
 _TX_ATTEMPTS = 5
 
@@ -169,7 +168,7 @@ class PostgresFrontier:
         self._channel = f"crawlfleet_work:{schema or ''}"
         self._listener: Any = None  # asyncpg.Connection that LISTENs (see wait_for_work)
         self._work = asyncio.Event()
-        self._maintained_at = -MAINTAIN_EVERY  # time.monotonic() of the last maintain()
+        self._maintained_at = -UPKEEP_EVERY  # time.monotonic() of the last maintain()
         #: requests this process added since its last maintain(): the server's counters of them
         #: reach pg_stat only a second or more after their transactions (a bulk submit, then
         #: maintain() at once, would see nothing new)
@@ -559,10 +558,10 @@ class PostgresFrontier:
     async def maintain(self) -> list[str]:
         """ANALYZE the store's tables whose statistics are stale, and VACUUM those with many
         dead rows where autovacuum does not run (:mod:`crawlfleet.frontier.upkeep`); one process
-        of the fleet at a time (the others skip), at most once per :data:`MAINTAIN_EVERY`
-        seconds per process. Returns what it ran (``"vacuum requests"``, ...)."""
+        of the fleet at a time (the others skip), at most once per ``UPKEEP_EVERY`` seconds per
+        process. Returns what it ran (``"vacuum requests"``, ...)."""
         now = time.monotonic()
-        if self._pool is None or now - self._maintained_at < MAINTAIN_EVERY:
+        if self._pool is None or now - self._maintained_at < UPKEEP_EVERY:
             return []
         self._maintained_at = now
         done: list[str] = []

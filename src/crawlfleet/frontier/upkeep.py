@@ -21,12 +21,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["ANALYZE_MIN", "ANALYZE_SHARE", "VACUUM_MIN", "VACUUM_SHARE", "TableHealth", "actions"]
+__all__ = [
+    "ANALYZE_MIN",
+    "ANALYZE_SHARE",
+    "UPKEEP_EVERY",
+    "VACUUM_MIN",
+    "VACUUM_SHARE",
+    "TableHealth",
+    "actions",
+]
 
 ANALYZE_MIN: Final = 1_000
 ANALYZE_SHARE: Final = 0.1
 VACUUM_MIN: Final = 1_000
 VACUUM_SHARE: Final = 0.05
+#: seconds between two upkeeps: a worker's schedule, and the most often a store runs one
+UPKEEP_EVERY: Final = 10.0
 
 Action = Literal["analyze", "vacuum"]
 
