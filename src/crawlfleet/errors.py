@@ -9,6 +9,9 @@
     ├── FormError                  follow_form found no such form or submit button (a ValueError)
     ├── StoreError                 the queue store misbehaved
     │   └── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
+    ├── WorkerStopped              a worker stopped itself on a fault it cannot work around (the
+    │                              store refusing its results again and again for a bug): exit 3,
+    │                              never restarted by ``crawl``
     ├── ParseError                 the spider's callback raised on a page
     │   ├── TooComplex             the page nests too deep to parse, or its parse ran too long
     │   └── TooManyItems           the callback yielded more than a page may (an endless loop?)
@@ -38,6 +41,9 @@ from __future__ import annotations
 class CrawlfleetError(Exception):
     """Base of every deliberate crawlfleet error."""
 
+    #: the exit code of a command that ends on this error (shown as one line, no traceback)
+    exit_code = 2
+
 
 class UsageError(CrawlfleetError):
     """The user gave input we cannot act on; the message is shown as one line."""
@@ -61,6 +67,14 @@ class StoreError(CrawlfleetError):
 
 class LeaseLost(StoreError):
     """The lease's fencing token no longer matches: another worker owns the request now."""
+
+
+class WorkerStopped(CrawlfleetError):
+    """A worker stopped itself: going on would only spin (every result refused for the same
+    bug). Its leases are left to expire; ``crawl`` does not restart it and ends with the error."""
+
+    #: the worker process's exit code (2 is a usage error, 1 a crash)
+    exit_code = 3
 
 
 class ParseError(CrawlfleetError):

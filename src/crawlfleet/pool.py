@@ -10,6 +10,8 @@ in the store, restarted when they crash, stopped by the coordinator's signals.
   as an orphan).
 * Its stderr comes through the coordinator (``on_line``), so log lines print above the
   progress display instead of through it.
+* A worker that stopped itself (exit 3, :class:`~crawlfleet.errors.WorkerStopped`: the store
+  refuses its results for a bug) is not restarted: another would spin the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from crawlfleet.errors import WorkerStopped
 
 __all__ = ["WorkerPool", "kinds_for"]
 
@@ -163,7 +167,7 @@ class WorkerPool:
             if proc.returncode is None:
                 alive += 1
             elif (
-                proc.returncode != 0
+                proc.returncode not in (0, WorkerStopped.exit_code)  # it stopped itself: why
                 and not (finished or self.stopping)
                 and self.restarts < (self.max_restarts)
             ):

@@ -247,6 +247,8 @@ async def _run(
                 continue
             if finished or stop.how:
                 break
+            if is_finished(await store.stats(name)):
+                break  # the last workers finished it between the read above and their exit
             raise UsageError(
                 f"all workers stopped but job {name} is not finished "
                 f"(restarted {pool.restarts} times); see the worker errors above"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from crawlfleet import metrics
 from crawlfleet.attempt import GiveBack, Pipeline
 from crawlfleet.config import Settings
-from crawlfleet.errors import StoreError
+from crawlfleet.errors import StoreError, WorkerStopped
 from crawlfleet.events import EventBus, Leased, LeasesLost
 from crawlfleet.extract import JobRuntime
 from crawlfleet.frontier.ports import Frontier, WorkerStats
@@ -55,6 +55,8 @@ IDLE_LEASE_GAP = 0.01
 REPORT_RETRY = 1.0
 #: a worker holding more leases than this lets a small report gather for ``report_interval``
 GATHER_ABOVE = 16
+#: results in a row the store refused for a bug (not an outage) before the worker stops itself
+REFUSALS_TO_STOP = 3
 
 
 def default_worker_id() -> str:
@@ -124,6 +126,8 @@ class Worker:
         self._reporting = 0  # reports on their way to the store right now
         self._asking = 0  # leases asked for in store calls on their way
         self._stopping = asyncio.Event()
+        self._refused_in_row = 0  # results the store refused for a bug since the last it took
+        self._fatal: WorkerStopped | None = None  # why this worker stopped itself
         self._last_pages = (time.monotonic(), 0.0)  # for the pages/s of a report
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -170,6 +174,8 @@ class Worker:
             await self._flush()
             await self.contexts.close()
             await self._save_stats(stopped=True)  # the last counts: the fleet's totals are exact
+        if self._fatal is not None:
+            raise self._fatal
 
     def _free(self) -> int:
         """Requests this worker may lease now (in flight and being asked for count as taken)."""
@@ -372,7 +378,8 @@ class Worker:
             except Exception as exc:
                 log.error("a result the store refused: %s", _line(exc))
                 if not single.done:
-                    continue  # a failure it refused: the lease expires and is rescued
+                    self._refused(single, exc)  # the lease expires and is rescued
+                    continue
                 completion, rt = single.done[0]
                 single = _Pending(done=[(_contained(completion, exc), rt)])
             try:
@@ -381,6 +388,23 @@ class Worker:
                 self._requeue(single)
             except Exception as exc:  # the lease expires and the request is fetched again
                 log.error("a page's completion the store refused: %s", _line(exc))
+                self._refused(single, exc)
+
+    def _refused(self, single: _Pending, exc: Exception) -> None:
+        """A result the store refused for a bug, even contained: stop holding its lease (it
+        expires and is rescued, never heartbeated for ever), and after ``REFUSALS_TO_STOP`` in
+        a row stop this worker loudly: the store refuses everything, going on would spin."""
+        for lease_id in [c.lease.id for c, _ in single.done] + [f.lease.id for f in single.failed]:
+            self._held.pop(lease_id, None)
+        self._refused_in_row += 1
+        if self._refused_in_row < REFUSALS_TO_STOP or self._fatal is not None:
+            return
+        log.error("the store refuses every result of this worker", exc_info=exc)
+        self._fatal = WorkerStopped(
+            f"worker {self.worker_id} stopped: the store refused {self._refused_in_row} results "
+            f"in a row ({_line(exc)}); their leases expire and go back to the queue"
+        )
+        self.stop()
 
     def _requeue(self, batch: _Pending) -> None:
         """Put ``batch`` back in front of what is pending, for the next report."""
@@ -421,6 +445,7 @@ class Worker:
                 rt.captures.confirm(completion.content_hash)
             self._held.pop(completion.lease.id, None)
         refused += len(batch.failed) - len(settled.failed)
+        self._refused_in_row = 0  # the store takes results again
         for failure in batch.failed:
             self._held.pop(failure.lease.id, None)
         if refused:

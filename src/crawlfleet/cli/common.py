@@ -71,13 +71,13 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine (uvloop where available); a crawlfleet error becomes one line
-    and exit code 2, Ctrl-C exit code 130."""
+    and its exit code (2, or 3 for a worker that stopped itself), Ctrl-C exit code 130."""
     from crawlfleet.errors import CrawlfleetError
 
     try:
         return run_loop(coro)
     except CrawlfleetError as exc:
-        fail(str(exc))
+        fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)

@@ -95,7 +95,7 @@ def update(
         return moved, Move(state.tier, higher[0], f"{rate:.0%} blocked on tier {state.tier}")
     if state.probed and enough:  # the probe held: the tier is good again
         state = replace(state, probed=False, probes=0)
-    wait = min(config.probe_cap, config.probe_after * 2.0**state.probes)
+    wait = min(config.probe_cap, config.probe_after * math.exp2(min(state.probes, 64)))
     if lower and not blocked and now - state.since >= wait:
         moved = EscalationState(
             tier=lower[-1], since=now, updated_at=now, probes=state.probes, probed=True

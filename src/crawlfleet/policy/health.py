@@ -231,7 +231,8 @@ class Breaker:
         )
 
     def _opened(self, now: float, config: HealthConfig, failed_probes: int) -> Breaker:
-        cooldown = min(config.cooldown_cap, config.cooldown * config.backoff**failed_probes)
+        growth = config.backoff ** min(failed_probes, 64)  # past that the cap has long won
+        cooldown = min(config.cooldown_cap, config.cooldown * growth)
         return replace(
             self,
             state=BreakerState.OPEN,

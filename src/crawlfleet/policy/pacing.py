@@ -271,11 +271,11 @@ def _answered(
     if load and not probe_from and typical is not None and now - probed_at >= config.probe_every:
         # Latency steers the pace, against a baseline maybe long gone: pause for one typical
         # latency once the requests already leased have started, and measure the next one.
-        probe_from = now + _settling(state, config) + typical
+        probe_from = now + _settling(state, config) + min(typical, config.max_delay)
         blocked_until = max(blocked_until, probe_from)
     window = _window(state, config)
     if dt and share < config.pushback_share:
-        window = min(float(config.max_concurrency), window * 2.0 ** (dt / config.recover_every))
+        window = min(float(config.max_concurrency), _grown(window, dt / config.recover_every))
     return PacingState(
         delay=delay,
         concurrency=_width(window, config),
@@ -297,6 +297,16 @@ def _answered(
         probe_from=probe_from,
         probed_at=probed_at,
     )
+
+
+#: past this many doublings (or halvings) any bound has long won; a lane idle for hours or
+#: years would otherwise overflow a float (2.0 ** 1024) and the store would refuse its updates
+_MAX_DOUBLINGS = 64.0
+
+
+def _grown(window: float, doublings: float) -> float:
+    """``window`` doubled ``doublings`` times, without overflow for any idle time."""
+    return window * math.exp2(min(max(doublings, 0.0), _MAX_DOUBLINGS))
 
 
 def _settling(state: PacingState, config: PacingConfig) -> float:
@@ -340,7 +350,7 @@ def _recovered_delay(
         return _clamp_delay(delay, least, config)
     resume = limit_delay / config.limit_fraction if limit_delay else least
     if delay > resume:
-        delay = max(resume, delay * config.recover_factor ** (dt * headroom))
+        delay = max(resume, delay * config.recover_factor ** min(dt * headroom, _MAX_DOUBLINGS))
     elif limit_delay:  # above the ceiling's resume point: probe, slowly in time and in requests
         delay *= math.exp(-min(config.probe * dt, config.probe_step))
     if not limit_delay and delay < least + config.snap:

@@ -37,19 +37,22 @@ class RetryDecision:
 
 
 _DELTA_SECONDS: Final = re.compile(r"\d+(?:\.\d+)?")
+#: a year: longer waits read as this (every caller caps far lower; the value stays finite)
+_RETRY_AFTER_MAX: Final = 365 * 86400.0
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
     """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date.
 
-    Returns a number >= 0 (a date in the past gives 0), or None when the header is absent or
-    unparseable. No cap here: :func:`decide` and the pacing policy cap it.
+    Returns a finite number >= 0 (a date in the past gives 0, more than a year gives a year), or
+    None when the header is absent or unparseable. :func:`decide` and the pacing policy cap it
+    further.
     """
     if value is None:
         return None
     value = value.strip()
     if _DELTA_SECONDS.fullmatch(value):
-        return float(value)
+        return min(float(value), _RETRY_AFTER_MAX)  # 400 nines are a float's infinity
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
