@@ -29,6 +29,8 @@
             ├── AddressRefused     resolves to a private/loopback address not allowed
             ├── UnsupportedScheme
             ├── InvalidURL         the URL (or a redirect's Location) cannot be parsed
+            ├── TlsError           the site's certificate is not trusted (self-signed, expired,
+            │                      another host's, an unknown authority) or TLS itself failed
             └── NotRenderable      the browser would download it, not show it (attachments)
 
 A fetch error's class decides the retry branch; the retry policy (``policy.retry``) maps it to a
@@ -164,6 +166,16 @@ class UnsupportedScheme(PermanentFetchError):
 
 class InvalidURL(PermanentFetchError):
     kind = "invalid_url"
+
+
+class TlsError(PermanentFetchError):
+    """The TLS handshake failed: the site's certificate is not trusted, or the two sides share
+    no protocol. The message says why in a few words (``self-signed certificate``,
+    ``certificate expired``, ``hostname mismatch``, ``unknown certificate authority``), the
+    same for every fetcher; trying again cannot help until the site or the trust changes
+    (``[fetch] ca_file``, ``SSL_CERT_FILE``, ``tls_verify = False``)."""
+
+    kind = "tls_error"
 
 
 class RobotsDisallowed(PermanentFetchError):

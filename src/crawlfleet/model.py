@@ -93,6 +93,7 @@ class DeadReason(StrEnum):
     EMPTY = "empty"  # an empty 2xx page, twice
     ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt unreadable past the give-up time
     OUT_OF_SCOPE = "out_of_scope"  # a redirect off the crawl's scope
+    TLS_ERROR = "tls_error"  # the site's certificate is not trusted (or no TLS in common)
 
 
 class JobState(StrEnum):

@@ -15,6 +15,7 @@ from typing import Any, Final
 from crawlfleet.config.sections import (
     BrowserSection,
     ControlSettings,
+    FetchSection,
     PacingSettings,
     RetrySettings,
     StoreSettings,
@@ -43,11 +44,12 @@ SECTIONS: Final[dict[str, type]] = {
     "traps": TrapSettings,
     "control": ControlSettings,
     "browser": BrowserSection,
+    "fetch": FetchSection,
 }
 #: fields of a section that are not settings (the pacing limits come from each domain's row)
 NOT_KEYS: Final = {"pacing": {"min_delay", "max_concurrency"}}
 #: sections a spider's ``custom_settings`` (and a job's ``-s``) may change for its own job
-JOB_SECTIONS: Final = frozenset({"store", "worker", "retry"})
+JOB_SECTIONS: Final = frozenset({"store", "worker", "retry", "fetch"})
 
 
 # -- keys -----------------------------------------------------------------------------------------

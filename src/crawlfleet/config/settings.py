@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -12,6 +13,7 @@ from crawlfleet.config.sections import (
     DEFAULT_QUEUE,
     BrowserSection,
     ControlSettings,
+    FetchSection,
     PacingSettings,
     RetrySettings,
     RoutesSettings,
@@ -42,6 +44,7 @@ class Settings:
     routes: RoutesSettings = field(default_factory=RoutesSettings)
     control: ControlSettings = field(default_factory=ControlSettings)
     browser: BrowserSection = field(default_factory=BrowserSection)
+    fetch: FetchSection = field(default_factory=FetchSection)
 
     __repr__ = masked_repr
 
@@ -74,8 +77,20 @@ class Settings:
                 f"not {w.cache_memory}"
             )
         check_raw_url(self.store.raw)
+        self._check_fetch()
         self.pacing_config()
         return self
+
+    def _check_fetch(self) -> None:
+        from crawlfleet.fetch.profiles import check_profile
+
+        f = self.fetch
+        if f.ca_file and not os.path.isfile(f.ca_file):
+            raise ConfigError(f"fetch.ca_file {f.ca_file!r} is not a file")
+        try:
+            check_profile(f.impersonate)
+        except ValueError as exc:
+            raise ConfigError(f"fetch.impersonate: {exc}") from None
 
     def pacing_config(self) -> PacingConfig:
         """The ``[pacing]`` section as the store applies it (per-domain limits come from rows)."""
