@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from crawlfleet.data.captures import Provenance
 from crawlfleet.errors import TooComplex, TooManyItems
-from crawlfleet.extract import JobRuntime, Provenance
+from crawlfleet.extract import JobRuntime
 from crawlfleet.model import Job, JobState
 from crawlfleet.nesting import measure, over
 from crawlfleet.response import Response

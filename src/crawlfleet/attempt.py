@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from crawlfleet.data.captures import Provenance
 from crawlfleet.data.warc import Capture, WarcRef, mask_form_secrets
 from crawlfleet.errors import (
     FetchError,
@@ -32,7 +33,7 @@ from crawlfleet.errors import (
     TooManyItems,
 )
 from crawlfleet.events import AttemptEvent, EventBus
-from crawlfleet.extract import PageOutput, Provenance
+from crawlfleet.extract import PageOutput
 from crawlfleet.fetch.base import Fetcher, FetchRequest, HopCheck
 from crawlfleet.fetch.robots import Gate
 from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome

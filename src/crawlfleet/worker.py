@@ -527,7 +527,7 @@ def _contained(completion: Completion, exc: BaseException) -> Completion:
     """``completion`` with its records quarantined (the store refused them) and no links."""
     from dataclasses import replace
 
-    from crawlfleet.frontier.common import refused_record
+    from crawlfleet.data.validate import refused_record
 
     quarantined = [*completion.quarantined, *(refused_record(r, exc) for r in completion.records)]
     return replace(completion, records=(), quarantined=quarantined, discovered=())

@@ -15,8 +15,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crawlfleet.data.captures import Provenance
 from crawlfleet.errors import TooComplex, TooManyItems
-from crawlfleet.extract import JobRuntime, PageOutput, Provenance
+from crawlfleet.extract import JobRuntime, PageOutput
 from crawlfleet.frontier.sqlite import SQLiteFrontier
 from crawlfleet.model import Completion, DomainLimits, Job, JobSpec, JobState, NewRequest
 from crawlfleet.offloop import OffLoop

@@ -11,8 +11,9 @@ import tracemalloc
 from pathlib import Path
 
 from crawlfleet.cache import MIN_CACHE_MEMORY, BoundedMap, BoundedSet, share, sizes
+from crawlfleet.data.captures import Captures
 from crawlfleet.data.warc import Capture
-from crawlfleet.extract import Captures, JobRuntime, PageOutput
+from crawlfleet.extract import JobRuntime, PageOutput
 from crawlfleet.frontier.sqlite import SQLiteFrontier
 from crawlfleet.model import Job, JobSpec, JobState
 from crawlfleet.spider import Request, Spider

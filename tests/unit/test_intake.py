@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
+from crawlfleet.data.validate import record_validator
 from crawlfleet.errors import SpiderLoadError, UsageError
-from crawlfleet.extract import basic_authorization, record_validator
+from crawlfleet.extract import basic_authorization
 from crawlfleet.intake import seed_requests
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import credentials_by_origin, fingerprint

@@ -84,8 +84,9 @@ def _run(
     """The callback's output through the job runtime a worker uses, or its traceback."""
     import time
 
+    from crawlfleet.data.captures import Provenance
     from crawlfleet.errors import ParseError, TooComplex, TooManyItems
-    from crawlfleet.extract import JobRuntime, Provenance
+    from crawlfleet.extract import JobRuntime
     from crawlfleet.model import Job, JobState
     from crawlfleet.spiders import spider_instance
 
