@@ -24,11 +24,11 @@ from typing import Any
 
 from crawlfleet.data.captures import Provenance
 from crawlfleet.errors import TooComplex, TooManyItems
-from crawlfleet.extract import JobRuntime
 from crawlfleet.model import Job, JobState
-from crawlfleet.nesting import measure, over
 from crawlfleet.response import Response
+from crawlfleet.selectors.nesting import measure, over
 from crawlfleet.spider import Request, Spider
+from crawlfleet.worker.extract import JobRuntime
 
 URL = "http://bench.test/"
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crawlfleet.custom_settings import for_spider
+from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
