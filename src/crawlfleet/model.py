@@ -46,12 +46,14 @@ __all__ = [
 
 #: fetcher kinds a worker can run (``worker --kind``); a request's ``fetcher`` of ``auto`` (or
 #: none) starts as ``http``
-KINDS = ("http", "browser")
+KINDS = ("http", "impersonate", "browser")
+#: the rungs of ``auto``'s ladder, cheapest first: each costs more and passes more bot walls
+LADDER = KINDS
 
 
 def kind_of(fetcher: str | None) -> str:
     """The worker kind that runs a request of fetcher ``fetcher`` (None and ``auto``: http)."""
-    return "browser" if fetcher == "browser" else "http"
+    return fetcher if fetcher == "browser" or fetcher == "impersonate" else "http"
 
 
 class Outcome(StrEnum):

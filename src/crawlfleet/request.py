@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode, urljoin
 
-FETCHERS = ("http", "browser", "auto")
+FETCHERS = ("http", "impersonate", "browser", "auto")
 
 Callback = Callable[..., Any] | str
 #: a form's fields: a mapping (a list value repeats the field) or ``(name, value)`` pairs
