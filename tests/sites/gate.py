@@ -28,6 +28,11 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from crawlfleet.demo.catalog import Catalog
+from crawlfleet.demo.faults import Faults
+from crawlfleet.demo.server import start_demo_server
+from tests.tls import LocalCA
+
 GREASE = frozenset(((b << 8) | b) for b in range(0x0A, 0x100, 0x10))
 EXT_SNI, EXT_GROUPS, EXT_ALPN, EXT_VERSIONS = 0, 10, 16, 43
 EXT_RECORD_SIZE_LIMIT, EXT_DELEGATED_CREDENTIALS = 28, 34
@@ -259,3 +264,35 @@ async def start_challenge(context: ssl.SSLContext) -> tuple[web.AppRunner, int]:
     server = site._server
     assert server is not None
     return runner, server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+@dataclass
+class GatedShop:
+    """The demo shop over HTTPS behind a gate: ``base`` goes through the gate, ``open_base``
+    straight to the shop (the same pages, no gate)."""
+
+    base: str
+    open_base: str
+    gate: Gate
+    runners: list[web.AppRunner]
+
+    async def close(self) -> None:
+        await self.gate.close()
+        for runner in self.runners:
+            await runner.cleanup()
+
+
+async def start_gated_shop(
+    ca: LocalCA, catalog: Catalog, faults: Faults | None = None
+) -> GatedShop:
+    """The demo shop with ``ca``'s certificate, a challenge server and a gate in front."""
+    shop, shop_runner = await start_demo_server(catalog, faults, ssl_context=ca.server_context())
+    challenge_runner, challenge_port = await start_challenge(ca.server_context())
+    shop_port = int(shop.rsplit(":", 1)[1])
+    gate = await start_gate(("127.0.0.1", shop_port), ("127.0.0.1", challenge_port))
+    return GatedShop(
+        f"https://localhost:{gate.port}",
+        f"https://localhost:{shop_port}",
+        gate,
+        [shop_runner, challenge_runner],
+    )
