@@ -61,12 +61,10 @@ async def test_a_python_client_gets_the_challenge_and_every_profile_the_shop(
                 assert result.status == 200 and b"product" in result.body, profile
                 assert shop.gate.seen[-1].family == judged, (profile, shop.gate.seen[-1])
                 agent = dict((k.lower(), v) for k, v in result.request_headers)["user-agent"]
-                assert family.capitalize() in agent or family == "chrome" and "Chrome" in agent
+                assert family.capitalize() in agent or (family == "chrome" and "Chrome" in agent)
 
 
-async def test_the_session_keeps_its_profile_and_user_agent(
-    shop: GatedShop, ca: LocalCA
-) -> None:
+async def test_the_session_keeps_its_profile_and_user_agent(shop: GatedShop, ca: LocalCA) -> None:
     route = Route("direct", "direct", None)
     seen_agents: dict[str, set[str]] = {}
     async with ImpersonateClient(settings(ca, impersonate="chrome")) as client:
