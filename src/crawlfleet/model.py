@@ -270,7 +270,8 @@ class Completion:
     elapsed: float = 0.0  # response time (seconds): the domain's latency
     nbytes: int = 0
     started_at: float | None = None  # when the request was sent (store clock)
-    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser")
+    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser"), or its
+    #: domain's rung on the ladder: ("", "http" | "impersonate" | "browser")
     page_type: tuple[str, str] | None = None
 
 
@@ -292,9 +293,10 @@ class Failure:
     #: what the attempt says of its route, for its breaker ("block", "error", "refused"; None:
     #: nothing, e.g. the origin's own 5xx or timeout)
     route_signal: str | None = None
-    #: fetch it again with this fetcher (an ``auto`` page that needs the browser)
+    #: fetch it again with this fetcher (an ``auto`` page that needs the browser, or a rung up)
     refetch_with: str | None = None
-    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser")
+    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser"), or its
+    #: domain's rung on the ladder: ("", "impersonate" | "browser")
     page_type: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:

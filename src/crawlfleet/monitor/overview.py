@@ -26,7 +26,7 @@ from crawlfleet.frontier.ports import (
     RouteRow,
     WorkerStats,
 )
-from crawlfleet.model import JobState, JobStats
+from crawlfleet.model import KINDS, JobState, JobStats
 from crawlfleet.monitor.alerts import Alert, AlertRules, evaluate
 from crawlfleet.monitor.metrics import FETCHED, SUCCESS, Samples, merge, total
 from crawlfleet.policy.health import Breaker, PoolHealth, RouteStats, pool_health
@@ -100,6 +100,21 @@ class DomainView:
     block_ratio: float = 0.0
     pages: float = 0.0  # fetched pages, by the workers' counters
     blocked_pages: float = 0.0
+    #: pages fetched per rung of the ladder (fetcher kind: http, impersonate, browser), and
+    #: of those the blocked ones: a domain behind a bot wall shows its blocks on http
+    rungs: dict[str, float] = field(default_factory=dict)
+    rung_blocks: dict[str, float] = field(default_factory=dict)
+
+    def rungs_line(self) -> str:
+        """``http 3 (3 blocked) · impersonate 120``: the rungs that fetched pages."""
+        parts = []
+        for kind in KINDS:
+            pages = self.rungs.get(kind, 0.0)
+            if pages:
+                blocked = self.rung_blocks.get(kind, 0.0)
+                shown = f" ({blocked:,.0f} blocked)" if blocked else ""
+                parts.append(f"{kind} {pages:,.0f}{shown}")
+        return " · ".join(parts)
 
     @property
     def backlog(self) -> int:
@@ -354,9 +369,21 @@ def _domains(
                 blocked_pages=total(
                     samples, "crawlfleet_pages_total", domain=domain, outcome="blocked"
                 ),
+                rungs=_per_kind(samples, domain, FETCHED),
+                rung_blocks=_per_kind(samples, domain, "blocked"),
             )
         )
     return sorted(views, key=lambda v: (-(v.backlog + v.in_flight), -v.pages, v.domain))
+
+
+def _per_kind(samples: Samples, domain: str, outcome: str | tuple[str, ...]) -> dict[str, float]:
+    """A domain's pages of ``outcome`` per fetcher kind (the rungs that fetched some)."""
+    out = {}
+    for kind in KINDS:
+        n = total(samples, "crawlfleet_pages_total", domain=domain, kind=kind, outcome=outcome)
+        if n:
+            out[kind] = n
+    return out
 
 
 def _breaker(row: RouteRow) -> Breaker:

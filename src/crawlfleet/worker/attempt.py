@@ -38,6 +38,7 @@ from crawlfleet.fetch.robots import Gate
 from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome
 from crawlfleet.policy.blocks import Verdict as BlockKind
 from crawlfleet.policy.classify import classify, outcome_for_error
+from crawlfleet.policy.fetchers import DOMAIN, climbs, higher, rung_above
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
 from crawlfleet.policy.traps import page_type
 from crawlfleet.response import Response
@@ -68,6 +69,8 @@ _SLOTS_MAX = 10_000
 #: blocks through a proxy route that a request may meet without using up an attempt (the route
 #: or its session was at fault, not the request; counted per worker, so bounded)
 FREE_BLOCKS = 3
+#: the fetchers of an ``auto`` spider's requests below the top rung: the pipeline judges them
+_ON_THE_LADDER = frozenset({"auto", "impersonate"})
 #: most bytes of a plain-text error answer quoted in its failure
 _PLAIN_REASON_MAX = 300
 
@@ -341,6 +344,9 @@ class Pipeline:
                 # a shell that scripts fill: for an auto spider, a page for the browser
                 return self._to_browser(a, "a scripted shell over HTTP")
             self._mark_block(a)
+            climbed = self._climb(a, found.verdict.reason)
+            if climbed is not None:
+                return climbed
         if found.outcome is Outcome.OK:
             return None
         if found.outcome is Outcome.GONE:
@@ -453,8 +459,9 @@ class Pipeline:
                 a.learnt = (pattern, verdict)
                 _log_learnt(a)
             return None
-        if lease.fetcher != "auto":
+        if lease.fetcher not in _ON_THE_LADDER:
             return None
+        self._probed_down(a)
         if out.records or out.quarantined:
             if known == "browser":  # a probe over HTTP gave records: HTTP will do again
                 rt.page_types[key] = "http"
@@ -490,11 +497,61 @@ class Pipeline:
 
     @staticmethod
     def _suspect(a: Attempt) -> bool:
-        """An ``auto`` page over HTTP whose type was not judged fine over HTTP already."""
-        if a.lease.fetcher != "auto" or a.fetcher is None or a.fetcher.kind != "http":
+        """An ``auto`` page fetched raw (over HTTP, or impersonating) whose type was not judged
+        fine without the browser already."""
+        if a.lease.fetcher not in _ON_THE_LADDER or a.fetcher is None:
+            return False
+        if a.fetcher.kind == "browser" or a.job.runtime.spider_cls.fetcher != "auto":
             return False
         key = (a.lease.domain, page_type(a.lease.url))
         return a.job.runtime.page_types.get(key) != "http"
+
+    def _climb(self, a: Attempt, reason: str | None) -> Failure | None:
+        """``auto``: a page blocked on its rung with evidence that the rung was judged (a
+        challenge, a denial: :func:`~crawlfleet.policy.fetchers.climbs`) goes one rung up at
+        once, no attempt used, and its domain's rung is raised (this worker's at once, the
+        fleet's through the store): a crawl never dies ``blocked`` on a rung it has not tried."""
+        rt, lease = a.job.runtime, a.lease
+        if rt.spider_cls.fetcher != "auto" or lease.fetcher not in _ON_THE_LADDER:
+            return None
+        if a.fetcher is None or not climbs(reason):
+            return None
+        up = rung_above(a.fetcher.kind)
+        if up is None:
+            return None
+        key = (lease.domain, DOMAIN)
+        known = rt.page_types.get(key)
+        if higher(known, up) != known:
+            rt.page_types[key] = up
+            a.learnt = (DOMAIN, up)
+            log.info(
+                "job %s: domain %s now fetched by %s (%s blocked: %s)",
+                a.job.name,
+                lease.domain,
+                up,
+                a.fetcher.kind,
+                reason,
+            )
+        return Failure(
+            lease.ref,
+            f"blocked on {a.fetcher.kind} ({reason}): fetched again by {up}",
+            retry_at=self.clock(),
+            count_attempt=False,
+            refetch_with=up,
+            page_type=a.learnt,
+        )
+
+    def _probed_down(self, a: Attempt) -> None:
+        """A page fetched below its domain's rung (a probe down) that was not blocked: the rung
+        it was fetched on will do for the domain again."""
+        rt, kind = a.job.runtime, a.fetcher.kind if a.fetcher is not None else None
+        key = (a.lease.domain, DOMAIN)
+        known = rt.page_types.get(key)
+        if kind is None or known is None or higher(known, kind) == kind or a.learnt:
+            return
+        rt.page_types[key] = kind
+        a.learnt = (DOMAIN, kind)
+        log.info("job %s: domain %s now fetched by %s again", a.job.name, a.lease.domain, kind)
 
     def _to_browser(self, a: Attempt, why: str) -> Failure:
         """Send an ``auto`` request to the browser, where its page type is judged; until then,
@@ -754,7 +811,10 @@ def _event(a: Attempt, verdict: Verdict) -> AttemptEvent:
         domain=a.lease.domain,
         fetcher=a.fetcher.kind if a.fetcher is not None else "none",
         # given back, or sent to another fetcher: nothing happened to this attempt's outcome
-        outcome=None if isinstance(verdict, GiveBack) or _refetch(verdict) else a.outcome,
+        # (a page sent up the ladder was blocked: counted on its rung)
+        outcome=None
+        if isinstance(verdict, GiveBack) or (_refetch(verdict) and a.outcome is None)
+        else a.outcome,
         route=a.route.id if a.route is not None else None,
         status=result.status if result is not None else None,
         error_kind=a.error.kind if a.error is not None else None,
