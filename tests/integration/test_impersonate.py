@@ -52,7 +52,7 @@ async def test_a_python_client_gets_the_challenge_and_every_profile_the_shop(
     async with HttpClient(settings(ca)) as http:
         result = await http.fetch(shop.base + "/")
     verdict = classify(result.status, result.header_map, result.body)
-    assert result.status == 403 and verdict.verdict.blocked, verdict
+    assert result.status == 403 and verdict.block.blocked, verdict
     assert shop.gate.seen[-1].family is None
     for family, judged in (("chrome", "chromium"), ("safari", "safari"), ("firefox", "firefox")):
         async with ImpersonateClient(settings(ca, impersonate=family)) as client:

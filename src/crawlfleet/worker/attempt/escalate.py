@@ -24,6 +24,11 @@ log = logging.getLogger("crawlfleet.worker")
 
 #: bytes of a page looked at for a <script> when deciding whether it needs the browser
 _SCRIPT_SCAN = 256 * 1024
+#: seconds a page of a type being judged in the browser waits before it is fetched again, and
+#: how many times it may wait
+JUDGE_WAIT = 2.0
+JUDGE_WAITS = 15
+_WAITS_MAX = 10_000
 #: the fetchers of an ``auto`` spider's requests below the top rung: the pipeline judges them
 _ON_THE_LADDER = frozenset({"auto", "impersonate"})
 
@@ -43,6 +48,8 @@ class Escalate:
     def __init__(self, offloop: OffLoop, clock: Callable[[], float]) -> None:
         self.offloop = offloop
         self.clock = clock
+        # per request: how often it waited for its page type's judgement here
+        self._waits: dict[int, int] = {}
 
     async def __call__(self, a: Attempt) -> Verdict | None:
         lease, out, result = a.lease, a.output, a.result
@@ -69,8 +76,36 @@ class Escalate:
                 self._learnt(a, key, "http")
             return None
         if self.suspect(a) and b"<script" in result.body[:_SCRIPT_SCAN].lower():
+            if key in rt.suspected and known is None and self._may_wait(lease.id):
+                return self.wait_for_judgement(a)
             return self.to_browser(a, "no record over HTTP from a scripted page")
         return None
+
+    def _may_wait(self, request: int) -> bool:
+        """Whether a request may wait once more for its type's judgement (bounded: a judgement
+        that never comes, a browser that keeps failing, sends it to the browser after all)."""
+        waited = self._waits.get(request, 0)
+        if waited >= JUDGE_WAITS:
+            return False
+        if len(self._waits) >= _WAITS_MAX:
+            self._waits.clear()
+        self._waits[request] = waited + 1
+        return True
+
+    def wait_for_judgement(self, a: Attempt) -> Failure:
+        """A page of a type that is being judged in the browser (another page of it went
+        there): fetched again raw once the judgement is in, rather than rendered too, no
+        attempt used. If the type needs the browser, it goes there then; if not, it is done
+        raw. So a type costs the browser one page, not every page in flight meanwhile."""
+        if a.output is not None:  # dropped with this attempt: its links must be sendable again
+            a.job.runtime.forget(a.output.discovered)
+        a.outcome = None
+        return Failure(
+            a.lease.ref,
+            "its page type is being judged in the browser",
+            retry_at=self.clock() + JUDGE_WAIT,
+            count_attempt=False,
+        )
 
     @staticmethod
     def suspect(a: Attempt) -> bool:
