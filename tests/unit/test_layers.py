@@ -116,7 +116,9 @@ def test_rooms_import_each_other_one_way_only() -> None:
         for name in names:
             if _room(name) != _room(module):
                 edges[_room(module)].add(_room(name))
-    both_ways = sorted((a, b) for a, targets in edges.items() for b in targets if a in edges.get(b, ()))
+    both_ways = sorted(
+        (a, b) for a, targets in edges.items() for b in targets if a in edges.get(b, ())
+    )
     assert both_ways == []
 
 
