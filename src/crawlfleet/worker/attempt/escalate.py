@@ -76,8 +76,6 @@ class Escalate:
                 self._learnt(a, key, "http")
             return None
         if self.suspect(a) and b"<script" in result.body[:_SCRIPT_SCAN].lower():
-            if key in rt.suspected and known is None and self._may_wait(lease.id):
-                return self.wait_for_judgement(a)
             return self.to_browser(a, "no record over HTTP from a scripted page")
         return None
 
@@ -169,9 +167,13 @@ class Escalate:
 
     def to_browser(self, a: Attempt, why: str) -> Failure:
         """Send an ``auto`` request to the browser, where its page type is judged; until then,
-        new links of that type are sent there too (this worker's guess, not stored)."""
+        new links of that type are sent there too (this worker's guess, not stored), and pages
+        of it fetched raw meanwhile wait for the judgement (:meth:`wait_for_judgement`)."""
         pattern = page_type(a.lease.url)
         rt = a.job.runtime
+        key = (a.lease.domain, pattern)
+        if key in rt.suspected and key not in rt.page_types and self._may_wait(a.lease.id):
+            return self.wait_for_judgement(a)
         rt.suspected.add((a.lease.domain, pattern))
         if a.output is not None:  # dropped with this attempt: its links must be sendable again
             rt.forget(a.output.discovered)
