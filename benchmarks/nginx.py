@@ -48,7 +48,8 @@ http {{
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{tls};
+        {certificate}
         root {root};
         index index.html;
         location / {{ try_files $uri $uri.html $uri/ =404; }}
@@ -65,9 +66,14 @@ def free_port() -> int:
 
 
 def start_nginx(
-    root: Path, *, access_log: Path | None = None, timeout: float = 10.0
+    root: Path,
+    *,
+    access_log: Path | None = None,
+    timeout: float = 10.0,
+    tls: tuple[Path, Path] | None = None,
 ) -> tuple[str, Callable[[], None]]:
     """Start nginx serving ``root``; returns its base URL and a function that stops it.
+    ``tls`` is ``(certificate, key)``: HTTPS with HTTP/2 and HTTP/1.1 (ALPN) on that port.
 
     Raises ``RuntimeError`` (with nginx's error log) if it does not come up in ``timeout`` s.
     """
@@ -76,7 +82,7 @@ def start_nginx(
     for _ in range(3):  # the free port may be taken between probing and nginx binding it
         port = free_port()
         conf = tmp / "nginx.conf"
-        conf.write_text(_config(root.resolve(), tmp, port, access_log))
+        conf.write_text(_config(root.resolve(), tmp, port, access_log, tls))
         proc = subprocess.Popen(
             [NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
             stdout=subprocess.DEVNULL,
@@ -85,19 +91,36 @@ def start_nginx(
             start_new_session=True,  # its own process group: a forced stop takes the workers too
         )
         if _wait_listening(proc, port, timeout):
-            return f"http://127.0.0.1:{port}", _stopper(proc, tmp)
+            scheme = "https" if tls else "http"
+            return f"{scheme}://127.0.0.1:{port}", _stopper(proc, tmp)
         last_error = _reap(proc) + _read(tmp / "error.log")
     shutil.rmtree(tmp, ignore_errors=True)
     raise RuntimeError(f"nginx did not start: {last_error.strip()[-2000:]}")
 
 
-def _config(root: Path, tmp: Path, port: int, access_log: Path | None) -> str:
+def _config(
+    root: Path, tmp: Path, port: int, access_log: Path | None, tls: tuple[Path, Path] | None
+) -> str:
     # A root master would switch its workers to "nobody", who may not read the site directory.
     user = "user root;\n" if os.geteuid() == 0 else ""
     log = (
         f"access_log {access_log.resolve()} bench buffer=256k;" if access_log else "access_log off;"
     )
-    return CONFIG.format(user=user, tmp=tmp, port=port, root=root, access_log=log)
+    certificate = ""
+    if tls is not None:
+        certificate = (
+            f"ssl_certificate {tls[0].resolve()}; ssl_certificate_key {tls[1].resolve()}; "
+            "ssl_session_cache shared:SSL:10m;"
+        )
+    return CONFIG.format(
+        user=user,
+        tmp=tmp,
+        port=port,
+        root=root,
+        access_log=log,
+        tls=" ssl http2" if tls else "",
+        certificate=certificate,
+    )
 
 
 def _wait_listening(proc: subprocess.Popen[str], port: int, timeout: float) -> bool:

@@ -31,12 +31,10 @@ The headers archived with a response are the ones curl sent, read from its debug
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
-from collections.abc import Mapping
-from functools import cache
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Final, Self
 
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
@@ -53,17 +51,15 @@ from crawlfleet.errors import (
     TooManyRedirects,
 )
 from crawlfleet.fetch.base import FetchRequest, FetchResult, HopCheck, mask_url
+from crawlfleet.fetch.curlpool import CurlPool
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import check_host, host_may_be_private, parse_ip
 from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, checked_url, redirected
-from crawlfleet.fetch.limits import BodyDecoder
 from crawlfleet.fetch.profiles import family_profiles, profile_for
 from crawlfleet.fetch.tls import PROTOCOL, ca_bundle, message_failure, tls_error
 from crawlfleet.urls import mask_credentials
 
 if TYPE_CHECKING:
-    from curl_cffi.requests import AsyncSession
-
     from crawlfleet.fetch.http import FetchSettings
     from crawlfleet.routes.pools import Route
     from crawlfleet.routes.sessions import Session
@@ -74,29 +70,6 @@ _PROXY_SCHEMES: Final = {"http": "http", "https": "https", "socks5": "socks5h"}
 #: seconds a checked name's addresses are kept (like the HTTP fetcher's DNS cache)
 _DNS_TTL: Final = 60.0
 _DNS_MAX: Final = 10_000
-# curl's HTTP version numbers (CURLINFO_HTTP_VERSION)
-_VERSIONS: Final = {1: "HTTP/1.0", 2: "HTTP/1.1", 3: "HTTP/2", 30: "HTTP/3"}
-_HEADER_OUT: Final = 2  # CURLINFO_HEADER_OUT: the request head curl sent
-
-
-#: curl options of the request the running task is about to send (its pinned addresses, the
-#: hook that reads the request head): curl_cffi takes only per-session options, so the session
-#: class below applies these to the handle it hands out
-_HANDLE_OPTIONS: contextvars.ContextVar[dict[Any, Any]] = contextvars.ContextVar("curl_options")
-
-
-@cache
-def _session_class() -> type[AsyncSession[Any]]:
-    from curl_cffi.requests import AsyncSession
-
-    class Session(AsyncSession[Any]):
-        async def pop_curl(self) -> Any:
-            curl = await super().pop_curl()
-            for option, value in _HANDLE_OPTIONS.get({}).items():
-                curl.setopt(option, value)
-            return curl
-
-    return Session
 
 
 class ImpersonateFetcher:
@@ -151,9 +124,10 @@ class ImpersonateClient:
 
         self.settings = settings or FetchSettings()
         self.profiles = family_profiles(self.settings.impersonate)
-        self._session: AsyncSession[Any] | None = None
+        self._session: CurlPool | None = None
+        #: each profile's default request headers, as curl sent them once (for the WARC)
+        self._defaults: dict[str, list[tuple[str, str]]] = {}
         self._deadlines = Deadlines(self.settings.timeout)
-        self._verify: str | bool = False
         self._dns: dict[str, tuple[float, list[str]]] = {}
 
     async def __aenter__(self) -> Self:
@@ -174,19 +148,12 @@ class ImpersonateClient:
 
     async def start(self) -> None:
         """Open the connection pool (inside the event loop that will fetch)."""
-        from curl_cffi import CurlOpt
-
         s = self.settings
-        self._verify = await asyncio.to_thread(ca_bundle, s.ca_file) if s.tls_verify else False
-        self._session = _session_class()(
-            max_clients=s.concurrency,
-            discard_cookies=True,  # cookies belong to crawlfleet's sessions, not curl_cffi's jar
-            trust_env=False,  # a proxy is a route, chosen per request, never from HTTP_PROXY
-            curl_options={
-                CurlOpt.HTTP_CONTENT_DECODING: 0,  # ours, under the cap
-                CurlOpt.CONNECTTIMEOUT_MS: int(s.connect_timeout * 1000),
-            },
+        cacert = await asyncio.to_thread(ca_bundle, s.ca_file) if s.tls_verify else None
+        self._session = CurlPool(
+            cacert=cacert, connect_timeout=s.connect_timeout, timeout=s.timeout + 5
         )
+        await self._session.start()
 
     async def close(self) -> None:
         session, self._session = self._session, None
@@ -272,47 +239,68 @@ class ImpersonateClient:
         self, request: Hop, profile: str, proxy: str | None, cap: int, truncate: bool
     ) -> FetchResult:
         """One request and its response (a redirect's body is read and dropped)."""
-        from curl_cffi import CurlOpt
-        from curl_cffi.requests.exceptions import RequestException
+        from curl_cffi import CurlError
 
         assert self._session is not None
-        sent: list[bytes] = []
-
-        def heads(kind: int, data: bytes) -> None:
-            if kind == _HEADER_OUT:
-                sent.append(data)
-
-        options: dict[Any, Any] = {CurlOpt.VERBOSE: 1, CurlOpt.DEBUGFUNCTION: heads}
+        pinned = None
         if proxy is None:
             pinned = await self._pinned(request.url)
-            if pinned is not None:
-                options[CurlOpt.RESOLVE] = [pinned]
         else:
             await self._check_target(request.url)
-        _HANDLE_OPTIONS.set(options)
+        headers = list(request.headers.items()) if request.headers else []
+        record = profile not in self._defaults
         try:
-            response = await self._session.request(
-                request.method,  # type: ignore[arg-type]
-                str(request.url),
-                headers=list(request.headers.items()) if request.headers else None,
-                data=request.body,
-                impersonate=profile,  # type: ignore[arg-type]
-                default_headers=True,
-                accept_encoding=None,  # the profile's own
+            t = await self._session.perform(
+                profile=profile,
+                method=request.method,
+                url=str(request.url),
+                headers=headers,
+                body=request.body,
                 proxy=proxy,
-                allow_redirects=False,
-                verify=self._verify,  # type: ignore[arg-type]  # a CA file path too
-                timeout=self.settings.timeout + 5,  # curl's own, a backstop to our deadline
-                stream=True,
+                resolve=pinned,
+                cap=cap,
+                truncate=truncate,
+                check_head=self._check_head(cap, truncate),
+                record_heads=record,
             )
-        except RequestException as exc:
+        except CurlError as exc:
             raise _translate(exc, request.url, proxy) from None
-        try:
-            return await _read(response, request, self.settings, cap, truncate, sent)
-        except RequestException as exc:
-            raise _translate(exc, request.url, proxy) from None
-        finally:
-            await response.aclose()
+        if record:
+            self._defaults[profile] = _defaults(_sent_headers(t.sent), headers)
+        header_map = CIMultiDictProxy(CIMultiDict(t.headers))
+        return FetchResult(
+            url=str(request.url),
+            status=t.status,
+            reason=t.reason,
+            http_version=t.http_version,
+            headers=t.headers,
+            body=t.body,
+            elapsed=0.0,
+            remote_ip=t.remote_ip,
+            request_headers=_compose(request.url, self._defaults[profile], headers),
+            nbytes_wire=t.wire_bytes,
+            truncated=t.truncated,
+            _header_map=header_map,
+        )
+
+    def _check_head(self, cap: int, truncate: bool) -> Callable[[list[bytes]], None]:
+        limit = self.settings.max_header_bytes
+
+        def check(lines: list[bytes]) -> None:
+            if sum(len(line) for line in lines) > limit:
+                raise TooLarge(f"response headers exceed {limit} bytes")
+            if truncate:
+                return
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = _int(value)
+                    if length is not None and length > cap:
+                        raise BodyTooLarge(
+                            f"Content-Length {length} exceeds {cap} bytes", limit=cap, seen=0
+                        )
+
+        return check
 
     async def _addresses(self, host: str) -> list[str]:
         now = time.monotonic()
@@ -353,54 +341,20 @@ class ImpersonateClient:
         check_host(host, addresses, self.settings)
 
 
-async def _read(
-    response: Any,
-    request: Hop,
-    settings: FetchSettings,
-    cap: int,
-    truncate: bool,
-    sent: list[bytes],
-) -> FetchResult:
-    """Check the header and length caps, then stream and decode the body under ``cap``."""
-    pairs = [(k, v or "") for k, v in response.headers.multi_items()]
-    if sum(len(k) + len(v) for k, v in pairs) > settings.max_header_bytes:
-        raise TooLarge(f"response headers exceed {settings.max_header_bytes} bytes")
-    header_map = CIMultiDictProxy(CIMultiDict(pairs))
-    length = _content_length(header_map)
-    if length is not None and length > cap and not truncate:
-        raise BodyTooLarge(f"Content-Length {length} exceeds {cap} bytes", limit=cap, seen=0)
-    decoder = BodyDecoder(header_map.get("content-encoding"), cap, truncate=truncate)
-    async for chunk in response.aiter_content():
-        if not decoder.feed(chunk):
-            break
-    body = decoder.finish()
-    return FetchResult(
-        url=str(request.url),
-        status=int(response.status_code),
-        reason=str(response.reason or ""),
-        http_version=_VERSIONS.get(int(response.http_version or 0), "HTTP/1.1"),
-        headers=pairs,
-        body=body,
-        elapsed=0.0,
-        remote_ip=str(response.primary_ip) or None,
-        request_headers=_sent_headers(sent, request),
-        nbytes_wire=decoder.wire_bytes,
-        truncated=decoder.truncated,
-        _header_map=header_map,
-    )
-
-
-def _content_length(headers: CIMultiDictProxy[str]) -> int | None:
-    value = headers.get("content-length")
+def _int(value: bytes) -> int | None:
     try:
-        return int(value) if value is not None else None
+        return int(value.strip())
     except ValueError:
         return None
 
 
-def _sent_headers(sent: list[bytes], request: Hop) -> list[tuple[str, str]]:
+#: request headers that are the request's own, never a profile's defaults
+_OWN: Final = frozenset({"host", "cookie", "authorization", "content-length", "content-type"})
+
+
+def _sent_headers(sent: list[bytes]) -> list[tuple[str, str]]:
     """The header pairs of the last request head curl sent (the final one, after a proxy's
-    CONNECT), without ``Proxy-Authorization``; the caller's headers if curl said nothing."""
+    CONNECT), without ``Proxy-Authorization``."""
     for head in reversed(sent):
         text = head.decode("latin-1")
         first, _, rest = text.partition("\r\n")
@@ -412,7 +366,29 @@ def _sent_headers(sent: list[bytes], request: Hop) -> list[tuple[str, str]]:
             if colon and name.lower() != "proxy-authorization":
                 pairs.append((name.strip(), value.strip()))
         return pairs
-    return list(request.headers.items()) if request.headers else []
+    return []
+
+
+def _defaults(sent: list[tuple[str, str]], own: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A profile's default headers, in its order: what curl sent but the request's own."""
+    mine = {k.lower() for k, _ in own} | _OWN
+    return [(k, v) for k, v in sent if k.lower() not in mine]
+
+
+def _compose(
+    url: URL, defaults: list[tuple[str, str]], own: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The headers a request was sent with, as curl-impersonate builds them: ``Host``, the
+    profile's defaults in their order (a request's header of the same name in its place),
+    then the request's others."""
+    mine = {k.lower(): (k, v) for k, v in own}
+    port = url.port
+    host = url.host or "" if url.is_default_port() else f"{url.host}:{port}"
+    out = [("Host", host)]
+    for name, value in defaults:
+        out.append(mine.pop(name.lower(), (name, value)))
+    out.extend(mine.values())
+    return out
 
 
 def _without_proxy_auth(headers: Mapping[str, str] | None) -> CIMultiDict[str] | None:
