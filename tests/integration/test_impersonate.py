@@ -152,6 +152,8 @@ async def test_the_http_fetchers_limits_hold(ca: LocalCA) -> None:
         async with ImpersonateClient(settings(ca, max_body=1 << 20)) as client:
             with pytest.raises(BodyTooLarge):  # 4 MiB inflated from a few kB: stopped at 1 MiB
                 await client.fetch(base + "/bomb")
+            cut = await client.fetch(base + "/bomb", max_body=1000, truncate=True)
+            assert (cut.truncated, cut.body) == (True, b"a" * 1000)  # robots.txt reads so
             with pytest.raises(TooManyRedirects):
                 await client.fetch(base + "/loop")
             route = Route("direct", "direct", None)
