@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,13 @@ def _domain(status: str) -> dict[str, Any]:
     return {"rungs": rungs, "rung_blocks": blocks, "line": line}
 
 
+def _fetched_carts(tmp_path: Path) -> int:
+    """Pages under /cart/ (robots.txt disallows them) the crawl fetched."""
+    with sqlite3.connect(tmp_path / ".crawlfleet" / "queue.db") as db:
+        query = "SELECT count(*) FROM requests WHERE url LIKE '%/cart/%' AND state = 'done'"
+        return int(db.execute(query).fetchone()[0])
+
+
 def _skus(tmp_path: Path) -> set[str]:
     out = tmp_path / "out.jsonl"
     return {r["sku"] for r in read_jsonl(out)} if out.exists() else set()
@@ -85,6 +93,7 @@ async def test_impersonate_gets_every_page(tmp_path: Path, shop: GatedShop, ca: 
     assert _skus(tmp_path) == EXPECTED
     domain = _domain(status)
     assert set(domain["rungs"]) == {"impersonate"} and not domain["rung_blocks"]
+    assert _fetched_carts(tmp_path) == 0  # robots.txt read through the wall too
 
 
 async def test_auto_climbs_from_its_blocked_seed_and_gets_every_record(
@@ -104,3 +113,5 @@ async def test_auto_climbs_from_its_blocked_seed_and_gets_every_record(
     # page each (the others of the type wait for the judgement): a few pages in all
     assert rungs.get("browser", 0) <= 8, domain
     assert not blocks.get("impersonate") and not blocks.get("browser"), domain
+    # robots.txt was read a rung up too: the wall's 403 is not "no robots.txt, allow all"
+    assert _fetched_carts(tmp_path) == 0

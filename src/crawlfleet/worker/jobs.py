@@ -171,15 +171,25 @@ class JobContexts:
         await client.start()
         http = HttpFetcher(client)
         fetchers: list[Fetcher] = [http]
+        impersonator: Fetcher | None = None
         if "impersonate" in self.kinds:
             impersonating = ImpersonateClient(fetch_settings)
             await impersonating.start()
-            fetchers.append(ImpersonateFetcher(impersonating))
+            impersonator = ImpersonateFetcher(impersonating)
+            fetchers.append(impersonator)
         if "browser" in self.kinds:
             fetchers.append(await self._browser_fetcher(fetch_settings))
         robots = None
         if spider.obey_robots:
-            cache = RobotsCache(http, user_agent=s.user_agent, error_recheck=s.robots_recheck)
+            # robots.txt behind a bot wall is read a rung up (the wall's 403 would allow all);
+            # an impersonating spider reads it as it reads its pages
+            first: Fetcher = http
+            climb = [impersonator] if impersonator is not None else []
+            if spider.fetcher == "impersonate" and impersonator is not None:
+                first, climb = impersonator, []
+            cache = RobotsCache(
+                first, user_agent=s.user_agent, error_recheck=s.robots_recheck, climb=climb
+            )
             robots = RobotsGate(
                 cache, self.store, recheck=s.robots_recheck, give_up=s.robots_give_up
             )
