@@ -9,7 +9,7 @@ HTTP/1.1 by ALPN) with a certificate of a private CA made here and trusted throu
   in a process of its own: pages/s and the process's CPU per page. Alternated ``--rounds``
   times, medians reported.
 * ``crawl``: ``crawlfleet crawl benchmarks/shop_spider.py -w 1`` end to end (WARC and records on),
-  ``http`` on the open shop against ``auto`` behind the ClientHello gate
+  ``http`` and ``auto`` on the open shop against ``auto`` behind the ClientHello gate
   (``gate_server.py``: browser-like hellos reach nginx, others get a 403 challenge): wall time,
   CPU of the crawl's process tree, records checked against the catalog, and the pages per rung
   that ``crawlfleet status`` shows.
@@ -195,12 +195,14 @@ def part_crawl(args: argparse.Namespace, site: Path, ca: Any, work: Path) -> dic
         assert gate.stdout is not None
         gate_port = gate.stdout.readline().split()[1]
         runs = [("open", f"https://localhost:{port}", "http"),
+                ("open", f"https://localhost:{port}", "auto"),
                 ("gated", f"https://localhost:{gate_port}", "auto")]  # fmt: skip
         for name, url, fetcher in runs:
             print(f"  crawling {name} with {fetcher} ...", flush=True)
-            r = _crawl(url, fetcher, ca, work / name, args.timeout)
+            r = _crawl(url, fetcher, ca, work / f"{name}-{fetcher}", args.timeout)
             r["name"] = name
-            r["records"], r["check"] = check_records(work / name / "out.jsonl", expected)
+            out = work / f"{name}-{fetcher}" / "out.jsonl"
+            r["records"], r["check"] = check_records(out, expected)
             results.append(r)
     finally:
         gate.terminate()

@@ -26,8 +26,8 @@ log = logging.getLogger("crawlfleet.worker")
 _SCRIPT_SCAN = 256 * 1024
 #: seconds a page of a type being judged in the browser waits before it is fetched again, and
 #: how many times it may wait
-JUDGE_WAIT = 2.0
-JUDGE_WAITS = 15
+JUDGE_WAIT = 1.0
+JUDGE_WAITS = 30
 _WAITS_MAX = 10_000
 #: the fetchers of an ``auto`` spider's requests below the top rung: the pipeline judges them
 _ON_THE_LADDER = frozenset({"auto", "impersonate"})
