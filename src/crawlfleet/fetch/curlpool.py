@@ -29,6 +29,8 @@ __all__ = ["CurlPool", "Transfer"]
 
 #: idle handles kept per profile
 _KEEP: Final = 64
+#: bytes curl hands the body callback at most at once (its default is 16 KiB)
+_BUFFER: Final = 128 * 1024
 _HEADER_OUT: Final = 2  # CURLINFO_HEADER_OUT: the request head curl sent
 # curl's HTTP version numbers (CURLINFO_HTTP_VERSION)
 VERSIONS: Final = {1: "HTTP/1.0", 2: "HTTP/1.1", 3: "HTTP/2", 30: "HTTP/3"}
@@ -158,6 +160,7 @@ class CurlPool:
             raise ValueError(f"curl_cffi cannot impersonate {profile}")
         setopt(CurlOpt.URL, url)
         setopt(CurlOpt.HTTP_CONTENT_DECODING, 0)  # ours, under the cap
+        setopt(CurlOpt.BUFFERSIZE, _BUFFER)  # fewer, larger body callbacks
         setopt(CurlOpt.CONNECTTIMEOUT_MS, self._connect_ms)
         setopt(CurlOpt.TIMEOUT_MS, self._timeout_ms)  # a backstop to the fetcher's deadline
         setopt(CurlOpt.HEADERFUNCTION, reading.head)
