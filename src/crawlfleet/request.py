@@ -87,6 +87,9 @@ class Request:
     whatever the spider's ``route_pools``; it is leased only on lanes of those pools' routes, on
     whichever tier they are. A name the worker's ``[[routes.pool]]`` does not have refuses this
     request alone (a warning line), not its page.
+
+    ``lastmod``: when the page last changed as a sitemap says (epoch seconds; the sitemap
+    reader sets it): a recrawl revisits a page whose ``lastmod`` moved, due or not.
     """
 
     __slots__ = (
@@ -97,6 +100,7 @@ class Request:
         "callback",
         "fetcher",
         "headers",
+        "lastmod",
         "max_attempts",
         "meta",
         "method",
@@ -119,6 +123,7 @@ class Request:
         headers: Mapping[str, str] | None = None,
         form: FormData | None = None,
         pool: str | Sequence[str] | None = None,
+        lastmod: float | None = None,
     ) -> None:
         if fetcher is not None and fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {FETCHERS}, not {fetcher!r}")
@@ -145,6 +150,7 @@ class Request:
         self.method = (method or "GET").upper()
         self.body = body
         self.max_attempts = max_attempts
+        self.lastmod = lastmod
 
     @classmethod
     def link(cls, href: str, callback: Callback | None, base: str) -> Request:
@@ -163,6 +169,7 @@ class Request:
         self.max_attempts = None
         self.headers = None
         self.pool = ()
+        self.lastmod = None
         return self
 
     @property

@@ -29,13 +29,14 @@ from crawlfleet.errors import (
     OutOfScope,
     ParseError,
     ProxyError,
+    SitemapError,
     TooComplex,
     TooManyItems,
 )
 from crawlfleet.events import AttemptEvent, EventBus
 from crawlfleet.fetch.base import Fetcher, FetchRequest, HopCheck
 from crawlfleet.fetch.robots import Gate
-from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome
+from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome, Visit
 from crawlfleet.policy.blocks import Verdict as BlockKind
 from crawlfleet.policy.classify import classify, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
@@ -46,6 +47,14 @@ from crawlfleet.routes.pools import DIRECT
 from crawlfleet.urls import host_of, in_scope, mask_credentials, origin_of
 from crawlfleet.worker.extract import PageOutput
 from crawlfleet.worker.offloop import OffLoop
+from crawlfleet.worker.revisit import (
+    conditional_headers,
+    last_capture,
+    page_after,
+    revisit_rule,
+    sent_validators,
+    visit_of,
+)
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -170,6 +179,7 @@ class Pipeline:
         return (
             await self.robots_gate(a)
             or await self.fetch(a)
+            or self.not_modified(a)
             or self.snapshot(a)
             or self.classify(a)
             or await self.parse(a)
@@ -247,7 +257,7 @@ class Pipeline:
             lease.url,
             method=lease.method,
             body=lease.body,
-            headers=_with_authorization(lease.headers, authorization),
+            headers=_with_authorization(conditional_headers(lease, lease.headers), authorization),
             check_hop=self._hop_check(a),
         )
         if a.fetcher.kind == "browser":
@@ -285,6 +295,33 @@ class Pipeline:
                 await gate.check_hop(url)
 
         return check
+
+    def not_modified(self, a: Attempt) -> Verdict | None:
+        """A ``304`` to the validators the request sent: the page is unchanged. Not parsed; its
+        records of the last run are carried over, its links stay as they are in the store; the
+        exchange is archived as a ``revisit`` record (server-not-modified profile) of the
+        page's last full capture."""
+        result = a.result
+        assert result is not None
+        if result.status != 304 or not sent_validators(a.lease):
+            return None
+        a.outcome = Outcome.OK
+        a.warc = a.job.warc.write(
+            url=result.url,
+            method=a.lease.method,
+            request_headers=result.request_headers,
+            status=result.status,
+            reason=result.reason,
+            http_version=result.http_version,
+            response_headers=result.headers,
+            body=result.body,
+            fetched_at=self.clock(),
+            ip=result.remote_ip,
+            request_body=_archived_body(a.lease),
+            revisit_of=last_capture(a.lease),
+            not_modified=True,
+        )
+        return self._completion(a, carry=True)
 
     def snapshot(self, a: Attempt) -> Verdict | None:
         """Archive the exchange; a payload archived before becomes a revisit record of it."""
@@ -385,6 +422,10 @@ class Pipeline:
             )
         elif rt.spider_cls.skip_duplicate_content and rt.captures.parsed(a.digest):
             return self._completion(a)  # the spider's own opt-in, never a default
+        if rt.spider_cls.skip_unchanged_content and (
+            visit_of(a.lease, a.result.status if a.result else 0, a.digest) is Visit.UNCHANGED
+        ):
+            return self._completion(a, carry=True)  # the same body as last run: its records stay
         response, robots, lease = self._response(a), a.job.robots, a.lease
         fetched_at = self.clock()
 
@@ -400,6 +441,7 @@ class Pipeline:
                 cookiejar=_named(a.lease),
                 form_cookiejar=_form_cookiejar(a),
                 deadline=deadline,
+                found_by=lease.id,
             )
 
         try:
@@ -411,6 +453,10 @@ class Pipeline:
         except TooManyItems as exc:
             dead = DeadReason.TOO_MANY_ITEMS
             return self._fail(a, Outcome.PERMANENT_ERROR, f"too many items: {exc}", dead=dead)
+        except SitemapError as exc:
+            log.warning("%s is not a sitemap: %s", mask_credentials(lease.url), exc)
+            dead = DeadReason.BAD_SITEMAP
+            return self._fail(a, Outcome.PERMANENT_ERROR, f"SitemapError: {exc}", dead=dead)
         except ParseError as exc:
             return self._fail(
                 a, Outcome.PERMANENT_ERROR, f"parse error: {exc}", dead=DeadReason.PARSE_ERROR
@@ -527,9 +573,26 @@ class Pipeline:
         a.response = _page(a, body, encoding, a.job.runtime.unknown_links)
         return a.response
 
-    def _completion(self, a: Attempt) -> Completion:
+    def _completion(self, a: Attempt, *, carry: bool = False) -> Completion:
         result, out = a.result, a.output
         assert result is not None
+        visit = visit_of(a.lease, result.status, a.digest)
+        capture = None
+        if a.warc is not None and not a.warc.revisit:
+            capture = Capture(
+                a.job.raw.locate(a.warc.file), a.warc.record_id, a.warc.target_uri, a.warc.date
+            )
+        elif a.earlier is not None:
+            capture = a.earlier
+        page, interval = page_after(
+            a.lease,
+            visit,
+            status=result.status,
+            headers=result.header_map,
+            digest=a.digest,
+            rule=revisit_rule(a.job.runtime.spider_cls, a.lease.callback),
+            capture=capture,
+        )
         return Completion(
             a.lease.ref,
             result.status,
@@ -541,6 +604,10 @@ class Pipeline:
             nbytes=len(result.body),
             started_at=a.started_at,
             page_type=a.learnt,
+            page=page,
+            visit=visit,
+            carry=carry,
+            revisit=interval,
         )
 
     def _fail(
