@@ -1,5 +1,6 @@
 """Runs and schedules on the SQLite frontier (a part of :class:`~crawlfleet.frontier.sqlite.
-SQLiteFrontier`; its SQL is in ``sql/sqlite.sql``, the shared rules in :mod:`.runs`).
+SQLiteFrontier`; its SQL is in ``sql/sqlite.sql``, the shared rules in
+:mod:`crawlfleet.frontier.runs`).
 
 Every step that changes a run is one write transaction: a run's end (removed records marked,
 a ``--fresh`` run's leftovers replaced, counters kept) happens once, under the write lock; a
@@ -24,19 +25,13 @@ from crawlfleet.frontier.runs import (
     schedule_from_row,
     schedule_step,
 )
-from crawlfleet.frontier.sql import queries
+from crawlfleet.frontier.sqlite.connection import Q, _statements
 from crawlfleet.model import RecordRow, Run, RunCounters, RunKind, RunState, Schedule
 
 if TYPE_CHECKING:
     from crawlfleet.frontier.jobs import JobDefaults
 
 T = TypeVar("T")
-Q = queries("sqlite")
-
-
-def _statements(script: str) -> list[str]:
-    lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
-    return [part.strip() for part in "\n".join(lines).split(";\n") if part.strip().rstrip(";")]
 
 
 class SQLiteRuns:
@@ -51,7 +46,7 @@ class SQLiteRuns:
             self, fn: Callable[[sqlite3.Connection], T]
         ) -> Callable[[sqlite3.Connection], T]: ...
         async def _job_id(self, name: str) -> int: ...
-        async def _page(self, query: str, args: tuple[Any, ...]) -> list[Any]: ...
+        async def _all(self, name: str, *args: Any) -> list[Any]: ...
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -93,7 +88,7 @@ class SQLiteRuns:
         job_id = await self._job_id(job)
         last = ""
         while True:
-            rows = await self._page("iter_all_records", (job_id, last, batch))
+            rows = await self._all("iter_all_records", job_id, last, batch)
             for row in rows:
                 yield record_from_row(row[:8]), row[8], row[12]
             if len(rows) < batch:

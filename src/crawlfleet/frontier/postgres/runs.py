@@ -1,5 +1,6 @@
 """Runs and schedules on the PostgreSQL frontier (a part of :class:`~crawlfleet.frontier.
-postgres.PostgresFrontier`; its SQL is in ``sql/postgres.sql``, the shared rules in :mod:`.runs`).
+postgres.PostgresFrontier`; its SQL is in ``sql/postgres.sql``, the shared rules in
+:mod:`crawlfleet.frontier.runs`).
 
 A run's end and start lock the job's row first (``FOR UPDATE``): two processes that see a job
 finished at once end its run once, and a start waits for an end in progress. Due schedules are
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from crawlfleet.data.changes import ChangeRow
 from crawlfleet.errors import StoreError
 from crawlfleet.frontier.common import record_from_row
+from crawlfleet.frontier.postgres.connection import Q
 from crawlfleet.frontier.runs import (
     change_of,
     counters_from,
@@ -25,14 +27,12 @@ from crawlfleet.frontier.runs import (
     schedule_from_row,
     schedule_step,
 )
-from crawlfleet.frontier.sql import queries
 from crawlfleet.model import RecordRow, Run, RunCounters, RunKind, RunState, Schedule
 
 if TYPE_CHECKING:
     from crawlfleet.frontier.jobs import JobDefaults
 
 T = TypeVar("T")
-Q = queries("postgres")
 Conn = Any  # asyncpg.Connection
 
 
