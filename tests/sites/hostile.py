@@ -46,9 +46,22 @@ ROBOTS_RULES = (
 )
 ROBOTS_RULES_NO_DELAY = ROBOTS_RULES.replace("Crawl-delay: 2.5\n", "")
 """The same rules without the Crawl-delay (robots mode ``nodelay``: crawls at full speed)."""
+ROBOTS_OTHER_AGENTS = (
+    "User-agent: *\n"
+    "Disallow: /private\n"
+    "\n"
+    "User-agent: crawl\n"
+    "User-agent: github\n"
+    "User-agent: HTTPS\n"
+    "Disallow: /\n"
+    "Crawl-delay: 30\n"
+)
+"""Groups for other crawlers whose names are words of crawlfleet's User-Agent header (mode
+``others``): none of them is crawlfleet's (RFC 9309 matches the product token, whole)."""
 ROBOTS_MODES = (
     "rules",
     "nodelay",
+    "others",
     "404",
     "403",
     "500",
@@ -375,9 +388,14 @@ async def _robots_no_delay(request: web.Request) -> web.StreamResponse:
     return web.Response(text=ROBOTS_RULES_NO_DELAY)
 
 
+async def _robots_other_agents(request: web.Request) -> web.StreamResponse:
+    return web.Response(text=ROBOTS_OTHER_AGENTS)
+
+
 _ROBOTS: dict[str, Handler] = {
     "rules": _robots_rules,
     "nodelay": _robots_no_delay,
+    "others": _robots_other_agents,
     "404": _robots_status(404),
     "403": _robots_status(403),
     "500": _robots_status(500),

@@ -10,6 +10,9 @@ What the status of ``/robots.txt`` means (RFC 9309 §2.3.1):
                                       is fetched again after ``error_recheck`` seconds
 ====================================  =====================================================
 
+The rules are read for the crawler's product token (:mod:`crawlfleet.fetch.robotstxt`): a
+group applies when it names that token, whole and in any case.
+
 An origin whose robots.txt stays unreachable is not waited for forever: past the gate's
 ``give_up`` seconds since its first failed fetch in a row (as this worker saw it), its requests
 end ``dead(robots_unavailable)``, replayable once the site is back.
@@ -29,7 +32,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
-from protego import Protego
 from yarl import URL
 
 from crawlfleet.errors import (
@@ -40,6 +42,7 @@ from crawlfleet.errors import (
     TooManyRedirects,
 )
 from crawlfleet.fetch.base import FetchRequest
+from crawlfleet.fetch.robotstxt import RobotsRules, parse_robots
 
 if TYPE_CHECKING:
     from crawlfleet.fetch.base import Fetcher, FetchResult
@@ -56,7 +59,7 @@ DEFAULT_MAX_SIZE = 500 * 1024
 @dataclass(slots=True)
 class _Entry:
     state: str
-    rules: Protego | None
+    rules: RobotsRules | None
     expires: float
 
 
@@ -103,7 +106,7 @@ class RobotsCache:
             return True
         if entry.rules is None:
             return False
-        return bool(entry.rules.can_fetch(url, self._user_agent))
+        return entry.rules.allowed(url)
 
     def cached_verdict(self, url: str) -> bool | None:
         """What :meth:`allowed` would answer from a fresh cache entry alone (None: not known).
@@ -128,7 +131,7 @@ class RobotsCache:
             return True
         if end > 0 and url[end:].partition("?")[0].partition("#")[0] == "/robots.txt":
             return True
-        return bool(entry.rules.can_fetch(url, self._user_agent))
+        return entry.rules.allowed(url)
 
     async def crawl_delay(self, url: str) -> float | None:
         """The ``Crawl-delay`` for our user agent on ``url``'s origin, if it sets one."""
@@ -138,8 +141,7 @@ class RobotsCache:
         entry = await self._entry(_origin(parsed))
         if entry.rules is None:
             return None
-        delay = entry.rules.crawl_delay(self._user_agent)
-        return float(delay) if delay is not None else None
+        return entry.rules.crawl_delay
 
     def state(self, origin: str) -> str | None:
         """``"ok"``, ``"allow_all"`` or ``"unreachable"`` for a URL or ``scheme://host[:port]``
@@ -205,13 +207,14 @@ class RobotsCache:
     def _from_result(self, result: FetchResult) -> _Entry:
         status = result.status
         if 200 <= status < 300:
-            return self._expiring(OK, _parse(result.body, result.truncated), self._ttl)
+            rules = _parse(result.body, result.truncated, self._user_agent)
+            return self._expiring(OK, rules, self._ttl)
         if 300 <= status < 500 and status != 429:
             # 4xx: unavailable. A 3xx the fetcher could not follow (no Location) counts too.
             return self._expiring(ALLOW_ALL, None, self._ttl)
         return self._expiring(UNREACHABLE, None, self._error_recheck)
 
-    def _expiring(self, state: str, rules: Protego | None, lifetime: float) -> _Entry:
+    def _expiring(self, state: str, rules: RobotsRules | None, lifetime: float) -> _Entry:
         return _Entry(state=state, rules=rules, expires=self._clock() + lifetime)
 
 
@@ -219,13 +222,13 @@ def _origin(url: URL) -> str:
     return f"{url.scheme}://{url.host_port_subcomponent or ''}".lower()
 
 
-def _parse(body: bytes, truncated: bool) -> Protego:
+def _parse(body: bytes, truncated: bool, user_agent: str) -> RobotsRules:
     if truncated:
         # A line cut in half could turn "Disallow: /private" into "Disallow: /pri" or worse
         # "Allow: /"; drop it.
         body = body[: body.rfind(b"\n") + 1]
     text = body.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    return Protego.parse(text)
+    return parse_robots(text, user_agent)
 
 
 class Gate(StrEnum):
