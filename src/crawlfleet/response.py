@@ -2,7 +2,8 @@
 
 Everything is lazy, so a page costs only what its spider uses:
 
-* ``.text`` decodes on first use (BOM > explicit ``encoding=`` > ``Content-Type`` charset >
+* ``.text`` decodes on first use (BOM > explicit ``encoding=`` > ``Content-Type`` charset (of
+  the last ``Content-Type`` header, as the Fetch standard reads repeated ones) >
   ``<meta charset>``/``http-equiv`` in the first 2 KiB > UTF-8; bad bytes become U+FFFD).
 * ``.css()``, ``.follow()`` and ``.follow_all()`` parse with lexbor (selectolax) on first use.
   lexbor reads at most ``Response.max_parse_size`` bytes (4 MiB): multi-megabyte single-line
@@ -35,6 +36,7 @@ from w3lib.encoding import (
     resolve_encoding,
 )
 
+from crawlfleet.mime import content_type
 from crawlfleet.request import Callback, FormData, Request
 from crawlfleet.selectors import Document, Selector, SelectorList, css, select, wrap_parsel
 
@@ -210,8 +212,8 @@ class Response:
     def encoding(self) -> str:
         """The Python codec name the body is decoded with (see ``detect_encoding``)."""
         if self._encoding is None:
-            content_type = self.headers.get("content-type")
-            self._encoding, self._bom = detect_encoding(self.body, content_type, self._declared)
+            declared = content_type(self.headers)  # the last Content-Type (Fetch standard)
+            self._encoding, self._bom = detect_encoding(self.body, declared, self._declared)
         return self._encoding
 
     @property
