@@ -40,7 +40,7 @@ from crawlfleet.policy.fetchers import fetcher_for
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.response import Response
 from crawlfleet.routes.pools import unknown_pool
-from crawlfleet.spider import Request, Spider
+from crawlfleet.spider import Request, Spider, session_params_of
 from crawlfleet.urls import (
     LinkCanonicalizer,
     credentials_by_origin,
@@ -120,9 +120,12 @@ class JobRuntime:
         self.spider_cls = spider_cls
         self.spider = spider_cls()
         self.validator = record_validator(spider_cls)
-        self.scope = tuple(spider_cls.scope_hosts())
+        # the instance's: a spider may set start_urls or allowed_domains in __init__ (-a)
+        self.scope = tuple(self.spider.scope_hosts())
+        #: query and path parameters left out of fingerprints (crawlfleet's and the spider's)
+        self.session_params = session_params_of(self.spider)
         size = sizes(cache_memory)
-        self.links = LinkCanonicalizer(max_cache=size.links)
+        self.links = LinkCanonicalizer(self.session_params, max_cache=size.links)
         #: fingerprints (their first 8 bytes) of requests this worker sent to the store
         self.seen: BoundedSet[int] = BoundedSet(size.seen)
         #: link keys already judged (see LinkCanonicalizer.key)
@@ -154,7 +157,9 @@ class JobRuntime:
         """The spider's start requests, canonical (seeds are never filtered by scope)."""
         out = []
         for req in self.spider.start_requests():
-            canon, fp, _ = request_identity(req.url, req.method, req.body)
+            canon, fp, _ = request_identity(
+                req.url, req.method, req.body, session_params=self.session_params
+            )
             out.append(self._new(req, canon, fp, 0))
         return out
 
@@ -222,7 +227,9 @@ class JobRuntime:
             canon, fp, host = resolved
         else:  # an absolute URL without a page, or a request with a method or body of its own
             try:
-                canon, fp, host = request_identity(req.url, req.method, req.body)
+                canon, fp, host = request_identity(
+                    req.url, req.method, req.body, session_params=self.session_params
+                )
             except ValueError:
                 return
         if not self._in_scope(host) or not self.seen.add_new(_seen_key(fp)):
