@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -186,6 +187,7 @@ def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | No
             f"  [red]errors     {report.parse_errors:,} pages failed in the spider[/] "
             f"(crawlfleet dead list --job {s.job} --reason parse_error)"
         )
+        lines.extend(_parse_error_lines(report))
     lines.append(f"  store      {store}")
     lines.append(f"  WARC       {raw}")
     if output:
@@ -193,6 +195,26 @@ def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | No
     lines.extend(f"  note       {note}" for note in report.notes)
     if s.dead and not report.parse_errors:
         lines.append(f"  see why:   crawlfleet dead list --job {s.job}")
+    return lines
+
+
+def _parse_error_lines(report: CrawlReport) -> list[str]:
+    """The first few distinct spider errors of the run (type, message, file and line; markup
+    escaped: an error message is the spider's text), then how many others there were."""
+    from rich.markup import escape
+
+    here = os.getcwd() + os.sep
+    lines = []
+    shown = 0
+    for error, pages, url in report.parse_error_samples:
+        shown += pages
+        first, *rest = error.replace(f" at {here}", " at ").splitlines() or [""]
+        more = f" | {len(rest)} more lines" if rest else ""
+        where = f"{pages:,} pages, e.g." if pages > 1 else "at"
+        lines.append(f"             {escape(first)}{escape(more)} ({where} {escape(url)})")
+    others = report.parse_errors - shown
+    if others > 0:
+        lines.append(f"             ... and {others:,} more pages with other errors")
     return lines
 
 

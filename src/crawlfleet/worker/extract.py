@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import sys
 import time
 import traceback
 from collections import Counter
@@ -351,7 +352,7 @@ class JobRuntime:
             raise
         except Exception as exc:
             if response.too_complex is None:
-                raise ParseError(_short_traceback(exc)) from exc
+                raise ParseError(short_traceback(exc, spider_files(self.spider_cls))) from exc
         if response.too_complex is not None:  # even if the spider caught it and went on
             raise TooComplex(response.too_complex)
         out.found += response.links_found
@@ -438,7 +439,25 @@ def _iterate(result: Any) -> Iterator[Any]:
     return iter(result)
 
 
-def _short_traceback(exc: BaseException) -> str:
+def spider_files(spider_cls: type[Spider]) -> frozenset[str]:
+    """The source files of a spider class and of its bases up to crawlfleet's ``Spider``."""
+    files = set()
+    for cls in spider_cls.__mro__:
+        if cls is Spider or not issubclass(cls, Spider):
+            continue
+        module = sys.modules.get(cls.__module__)
+        path = getattr(module, "__file__", None)
+        if path:
+            files.add(path)
+    return frozenset(files)
+
+
+def short_traceback(exc: BaseException, spider_files: frozenset[str] = frozenset()) -> str:
+    """``Type: message at file:line in function`` of a spider's error, one line: the line is the
+    last of the traceback in the spider's own files (``spider_files``), where the fix goes,
+    else the last of all."""
     frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    own = [f for f in frames if f.filename in spider_files] or frames
+    where = f" at {own[-1].filename}:{own[-1].lineno} in {own[-1].name}" if own else ""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}{where}" if message else type(exc).__name__ + where
