@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlencode, urljoin
+from urllib.parse import urlencode
 
 from crawlfleet.errors import FormError
 from crawlfleet.request import FORM_URLENCODED, Callback, Request, form_pairs, with_query
+from crawlfleet.urls import join
 
 if TYPE_CHECKING:
     from crawlfleet.request import FormData
@@ -78,7 +79,7 @@ def form_request(
         pairs.extend(p for p in clicked if p[0] not in overrides)
     pairs.extend((k, v) for k, values in overrides.items() for v in values)
     action = (form.get("action") or "").strip()
-    url = urljoin(response.base_url, action) if action else response.url
+    url = join(response.base_url, action) if action else response.url
     # a method= of the caller's wins over the form's, as in Scrapy
     method = (request_kwargs.pop("method", None) or form.get("method") or "GET").strip().upper()
     if method != "POST":

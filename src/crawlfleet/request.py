@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlencode, urljoin
+from urllib.parse import urlencode
+
+from crawlfleet.urls import join
 
 FETCHERS = ("http", "browser", "auto")
 
@@ -75,7 +77,8 @@ class Request:
     """A URL to crawl, with the callback that parses its response.
 
     ``url`` may be relative when ``base`` is given; it is joined lazily, so the links a page
-    yields cost nothing until the worker needs them (and the worker caches joins it has seen).
+    yields cost nothing until the worker needs them (and the worker caches joins it has seen),
+    and as a browser joins it (WHATWG, :func:`crawlfleet.urls.join`), whatever its method.
 
     ``headers`` are sent with the request (stored with it, so any worker sends them; the
     session's cookies and user agent fill in what they do not name, and the address guard and
@@ -168,7 +171,7 @@ class Request:
     @property
     def url(self) -> str:
         if self._url is None:
-            self._url = urljoin(self._base or "", self._href)
+            self._url = join(self._base or "", self._href)
         return self._url
 
     @property

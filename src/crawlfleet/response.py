@@ -25,7 +25,6 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
-from urllib.parse import urljoin
 
 from multidict import CIMultiDict, CIMultiDictProxy
 from selectolax.lexbor import LexborNode
@@ -39,6 +38,7 @@ from w3lib.encoding import (
 from crawlfleet.mime import content_type
 from crawlfleet.request import Callback, FormData, Request
 from crawlfleet.selectors import Document, Selector, SelectorList, css, select, wrap_parsel
+from crawlfleet.urls import join
 
 __all__ = ["Headers", "Response", "Selector", "SelectorList", "detect_encoding"]
 
@@ -277,11 +277,12 @@ class Response:
             return self.url
         node = self._document().lexbor.css_first("base[href]")
         href = (node.attrs.get("href") or "").strip(_HTML_SPACE) if node is not None else ""
-        return urljoin(self.url, href) if href else self.url
+        return join(self.url, href) if href else self.url
 
     def urljoin(self, url: str) -> str:
-        """``url`` made absolute against this page's base URL (``<base href>`` honoured)."""
-        return urljoin(self.base_url, url)
+        """``url`` made absolute against this page's base URL (``<base href>`` honoured), as a
+        browser joins it (WHATWG; the same joiner as the page's links and forms)."""
+        return join(self.base_url, url)
 
     def follow(
         self,

@@ -37,7 +37,7 @@ import re
 from collections.abc import Container, Iterable
 from functools import lru_cache
 from typing import Final
-from urllib.parse import unquote
+from urllib.parse import unquote, urljoin
 
 import ada_url
 
@@ -50,6 +50,7 @@ __all__ = [
     "fingerprint",
     "host_of",
     "in_scope",
+    "join",
     "mask_credentials",
     "origin_of",
     "request_identity",
@@ -294,6 +295,22 @@ def request_identity(
     asked, host = _asked(href)
     key = _finish(href, session_params, userinfo=False)[0]
     return asked, fingerprint(key, method, body), host
+
+
+def join(base: str, href: str) -> str:
+    """``href`` made absolute against ``base`` as a browser does (the WHATWG URL parser: the
+    same joiner as a page's links, so ``\\x``, ``///host`` and ``http:\\\\host`` resolve as
+    browsers resolve them). Where the parser refuses the pair, ``urllib``'s join (which then
+    fails to canonicalise, so the request is dropped like any unparseable link)."""
+    if not base:
+        return href
+    try:
+        return str(ada_url.join_url(base, href))
+    except ValueError:
+        try:
+            return urljoin(base, href)
+        except ValueError:
+            return href
 
 
 def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
