@@ -16,21 +16,38 @@ from crawlfleet.urls import join
 FETCHERS = ("http", "browser", "auto")
 
 Callback = Callable[..., Any] | str
-#: a form's fields: a mapping (a list value repeats the field) or ``(name, value)`` pairs
-FormData = Mapping[str, "str | Iterable[str]"] | Iterable[tuple[str, str]]
+#: a form's fields: a mapping (a list value repeats the field) or ``(name, value)`` pairs;
+#: names and values are text or bytes (bytes are sent as they are)
+FormData = Mapping[Any, Any] | Iterable[tuple[Any, Any]]
 FORM_URLENCODED = "application/x-www-form-urlencoded"
+#: one form field's name or value as it is sent
+Field = str | bytes
 
 
-def form_pairs(form: FormData) -> list[tuple[str, str]]:
-    """``form`` as ``(name, value)`` pairs in order (a list value gives one pair per item)."""
+def _field(value: object) -> Field:
+    return value if isinstance(value, str | bytes) else str(value)
+
+
+def form_pairs(form: FormData) -> list[tuple[Field, Field]]:
+    """``form`` as ``(name, value)`` pairs in order (a list value gives one pair per item; bytes
+    stay bytes, other values become text). Raises ``ValueError`` for anything that is neither a
+    mapping nor ``(name, value)`` pairs."""
+    if isinstance(form, str | bytes) or not isinstance(form, Mapping | Iterable):
+        raise ValueError(_NOT_FORM_DATA.format(form))
     items: Iterable[Any] = form.items() if isinstance(form, Mapping) else form
-    pairs: list[tuple[str, str]] = []
-    for name, value in items:
-        if isinstance(value, str) or not isinstance(value, Iterable):
-            pairs.append((str(name), str(value)))
+    pairs: list[tuple[Field, Field]] = []
+    for item in items:
+        if isinstance(item, str | bytes) or not isinstance(item, tuple | list) or len(item) != 2:
+            raise ValueError(_NOT_FORM_DATA.format(form))
+        name, value = item
+        if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+            pairs.append((_field(name), _field(value)))
         else:
-            pairs.extend((str(name), str(v)) for v in value)
+            pairs.extend((_field(name), _field(v)) for v in value)
     return pairs
+
+
+_NOT_FORM_DATA = "form data must be a mapping or an iterable of (name, value) pairs, not {!r}"
 
 
 #: headers the fetcher owns (framing, the target, the proxy's credentials): never a request's

@@ -313,17 +313,22 @@ class Response:
         formname: str | None = None,
         formid: str | None = None,
         formxpath: str | None = None,
+        formnumber: int | None = None,
+        formcss: str | None = None,
+        url: str | None = None,
         **request_kwargs: Any,
     ) -> Request:
         """The ``Request`` that submits a form of this page, as Scrapy's
         ``FormRequest.from_response`` builds it (see :mod:`crawlfleet.forms`).
 
-        The form: a CSS selector (of the form or of something in it), an index among the page's
-        forms, ``formname=``, ``formid=`` or ``formxpath=``; the first form by default. Its
-        fields (hidden ones too: CSRF tokens, ``__VIEWSTATE``) as a browser sends them, with
-        ``formdata`` over them (``None`` removes a field); the first submit button clicked, or
-        the one ``clickdata`` names (``{"name": "go"}``, ``{"nr": 1}``). ``FormError`` if there
-        is no such form.
+        The form: a CSS selector (of the form or of something in it; ``formcss=``), an index
+        among the page's forms (``formnumber=``), ``formname=`` (else ``formid=``), ``formid=``
+        or ``formxpath=``; the first form by default. Its fields (hidden ones too: CSRF tokens,
+        ``__VIEWSTATE``) as a browser sends them, with ``formdata`` over them (``None`` removes
+        a field; bytes are sent as they are); the first submit button clicked, or the one
+        ``clickdata`` names (``{"name": "go"}``, ``{"nr": 1}``; more than one match is an
+        error). ``url=`` submits to another URL than the form's action. ``FormError`` if there
+        is no such form (``FormNotFound``, an ``IndexError`` too) or button.
         """
 
         from crawlfleet.forms import form_request
@@ -338,6 +343,9 @@ class Response:
             formname=formname,
             formid=formid,
             formxpath=formxpath,
+            formnumber=formnumber,
+            formcss=formcss,
+            url=url,
             **request_kwargs,
         )
 
