@@ -100,7 +100,7 @@ def seed_requests(
                 domain=domain,
                 priority=req.priority,
                 callback=req.callback_name,
-                meta=req.meta or None,
+                meta=req.stored_meta(),
                 method=req.method,
                 body=req.body,
                 fetcher=req.fetcher or fetcher,

@@ -90,6 +90,36 @@ def pool_names(pool: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def _name_of(cb: Callback | None) -> str | None:
+    if cb is None or isinstance(cb, str):
+        return cb
+    return getattr(cb, "__name__", None)
+
+
+#: the key of a stored request's meta that holds its ``cb_kwargs`` and errback (never in a
+#: ``Response.meta``)
+STORED = "crawlfleet.request"
+
+
+class RequestFailure:
+    """What a request's errback is called with when the request ends dead (a dead letter):
+    ``request`` (its URL, method, meta, ``cb_kwargs`` and callback's name, as stored),
+    ``reason`` (the dead letter's: ``http_4xx``, ``too_many_retries``, ``robots``,
+    ``blocked``...), ``error`` (its last error line, as ``dead list`` shows it) and ``status``
+    (the HTTP status of the last answer, None when none came)."""
+
+    __slots__ = ("error", "reason", "request", "status")
+
+    def __init__(self, request: Request, reason: str, error: str, status: int | None) -> None:
+        self.request = request
+        self.reason = reason
+        self.error = error
+        self.status = status
+
+    def __repr__(self) -> str:
+        return f"<RequestFailure {self.reason} {self.request!r}: {self.error}>"
+
+
 class Request:
     """A URL to crawl, with the callback that parses its response.
 
@@ -103,6 +133,12 @@ class Request:
     body (``method="GET"``: the query string instead), ``Content-Type`` set. ``repr`` shows no
     header; ``Authorization`` and ``Cookie`` are masked wherever headers are printed or archived.
 
+    ``cb_kwargs``: keyword arguments the callback is called with, besides the response (stored
+    with the request, so they must be JSON-like, as ``meta``; ``response.cb_kwargs`` has them
+    too). ``errback``: a spider method (or its name) called with a :class:`RequestFailure`
+    when the request ends dead, on the worker that gave it up; what it returns or yields is
+    not used (a warning says so).
+
     ``pool``: the route pool (a name, or a list of names) this request must leave through,
     whatever the spider's ``route_pools``; it is leased only on lanes of those pools' routes, on
     whichever tier they are. A name the worker's ``[[routes.pool]]`` does not have refuses this
@@ -115,6 +151,8 @@ class Request:
         "_url",
         "body",
         "callback",
+        "cb_kwargs",
+        "errback",
         "fetcher",
         "headers",
         "max_attempts",
@@ -139,6 +177,8 @@ class Request:
         headers: Mapping[str, str] | None = None,
         form: FormData | None = None,
         pool: str | Sequence[str] | None = None,
+        cb_kwargs: Mapping[str, Any] | None = None,
+        errback: Callback | None = None,
     ) -> None:
         if fetcher is not None and fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {FETCHERS}, not {fetcher!r}")
@@ -165,6 +205,8 @@ class Request:
         self.method = (method or "GET").upper()
         self.body = body
         self.max_attempts = max_attempts
+        self.cb_kwargs = dict(cb_kwargs) if cb_kwargs else {}
+        self.errback = errback
 
     @classmethod
     def link(cls, href: str, callback: Callback | None, base: str) -> Request:
@@ -183,6 +225,8 @@ class Request:
         self.max_attempts = None
         self.headers = None
         self.pool = ()
+        self.cb_kwargs = {}
+        self.errback = None
         return self
 
     @property
@@ -202,10 +246,24 @@ class Request:
 
     @property
     def callback_name(self) -> str | None:
-        cb = self.callback
-        if cb is None or isinstance(cb, str):
-            return cb
-        return getattr(cb, "__name__", None)
+        return _name_of(self.callback)
+
+    @property
+    def errback_name(self) -> str | None:
+        return _name_of(self.errback)
+
+    def stored_meta(self) -> dict[str, Any] | None:
+        """``meta`` as the store keeps it: with ``cb_kwargs`` and the errback's name under
+        :data:`STORED`, which the fetched page's ``Response`` takes out again."""
+        errback = self.errback_name
+        if not self.cb_kwargs and errback is None:
+            return self.meta or None
+        own: dict[str, Any] = {}
+        if self.cb_kwargs:
+            own["cb_kwargs"] = self.cb_kwargs
+        if errback is not None:
+            own["errback"] = errback
+        return {**self.meta, STORED: own}
 
     def __repr__(self) -> str:
         from crawlfleet.urls import mask_credentials

@@ -36,7 +36,7 @@ from w3lib.encoding import (
 )
 
 from crawlfleet.mime import content_type
-from crawlfleet.request import Callback, FormData, Request
+from crawlfleet.request import STORED, Callback, FormData, Request
 from crawlfleet.selectors import Document, Selector, SelectorList, css, select, wrap_parsel
 from crawlfleet.urls import join
 
@@ -144,6 +144,7 @@ class Response:
         "_text",
         "_unknown_links",
         "body",
+        "cb_kwargs",
         "depth",
         "headers",
         "meta",
@@ -170,6 +171,9 @@ class Response:
         self.headers = _case_insensitive(headers)
         self.body = body
         self.meta: dict[str, Any] = dict(meta) if meta else {}
+        own = self.meta.pop(STORED, None) if STORED in self.meta else None
+        #: the keyword arguments the request's callback is called with (``Request(cb_kwargs=)``)
+        self.cb_kwargs: dict[str, Any] = dict(own.get("cb_kwargs") or {}) if own else {}
         self.depth = depth
         self.request_url = request_url or url
         self._declared = encoding

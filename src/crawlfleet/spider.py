@@ -15,6 +15,7 @@ A spider is a class; anyone who knows Scrapy should be at home::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
@@ -101,6 +102,12 @@ class Spider:
     def __init__(self, **kwargs: Any) -> None:
         for name, value in kwargs.items():
             setattr(self, name, value)
+
+    @property
+    def logger(self) -> logging.Logger:
+        """A logger named after the spider (Scrapy's ``self.logger``): its warnings and errors
+        show in ``crawl``'s output with the workers' lines, info and debug with ``-v``/``-vv``."""
+        return logging.getLogger(self.name or type(self).__name__)
 
     def start_requests(self) -> Iterable[Request]:
         for url in self.start_urls:

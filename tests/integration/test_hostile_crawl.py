@@ -266,3 +266,57 @@ async def test_credentials_in_a_start_url__pages_fetched__password_in_no_artefac
         artefacts["postgres dump"] if backend == "postgres" else artefacts[".crawlfleet/queue.db"]
     )
     assert hostile_site.url("/auth/page/1").encode() in pages  # the dump is of this crawl
+
+
+SCRAPY_HABITS = """\
+import json
+from crawlfleet import Request, Spider
+
+
+class Habits(Spider):
+    name = "habits"
+    start_urls = [{leaf!r}]
+
+    def start_requests(self):
+        yield Request({leaf!r}, callback=self.product, cb_kwargs={{"n": 7, "tag": "x"}})
+        yield Request({auth!r}, errback=self.failed, cb_kwargs={{"n": 8}}, meta={{"k": "v"}})
+
+    def product(self, response, n, tag):
+        self.logger.warning("item %s of %s", n, response.url)
+        yield {{"n": n, "tag": tag, "again": response.cb_kwargs["n"], "meta": response.meta}}
+
+    def failed(self, failure):
+        request = failure.request
+        seen = {{
+            "reason": failure.reason, "error": failure.error, "status": failure.status,
+            "url": request.url, "cb_kwargs": request.cb_kwargs, "meta": request.meta,
+        }}
+        with open("failed.json", "w") as f:
+            json.dump(seen, f)
+        yield {{"lost": True}}
+"""
+
+
+async def test_scrapy_habits__logger_cb_kwargs_and_errback(
+    hostile_site: HostileSite, tmp_path: Path
+) -> None:
+    hostile_site.robots = "nodelay"
+    leaf, auth = hostile_site.url("/leaf"), hostile_site.url("/auth/")  # /auth/: 401
+    (tmp_path / "s.py").write_text(SCRAPY_HABITS.format(leaf=leaf, auth=auth))
+    code, out, err = await crawlfleet(tmp_path, "crawl", "s.py", "-o", "-")
+    assert code == 0, err
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"n": 7, "tag": "x", "again": 7, "meta": {}}  # cb_kwargs are not meta
+    ]
+    assert f"item 7 of {leaf}" in err  # self.logger: the spider's warnings in crawl's output
+    seen = json.loads((tmp_path / "failed.json").read_text())
+    assert seen == {
+        "reason": "http_4xx",
+        "error": seen["error"],
+        "status": 401,
+        "url": auth,
+        "cb_kwargs": {"n": 8},
+        "meta": {"k": "v"},
+    }
+    assert seen["error"].startswith("HTTP 401")
+    assert "errback failed of " + auth + " returned 1 items: an errback's output is not used" in err

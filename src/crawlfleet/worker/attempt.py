@@ -18,9 +18,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawlfleet.data.captures import Provenance
 from crawlfleet.data.warc import Capture, WarcRef, mask_form_secrets
@@ -40,6 +40,7 @@ from crawlfleet.policy.blocks import Verdict as BlockKind
 from crawlfleet.policy.classify import classify, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
 from crawlfleet.policy.traps import page_type
+from crawlfleet.request import STORED, Request, RequestFailure
 from crawlfleet.response import Response
 from crawlfleet.routes.identities import Identities
 from crawlfleet.routes.pools import DIRECT
@@ -140,9 +141,46 @@ class Pipeline:
         """The whole life of one attempt; emits its event and returns its verdict."""
         attempt = Attempt(lease, job)
         verdict = await self._steps(attempt)
+        if isinstance(verdict, Failure) and verdict.dead_reason is not None:
+            await self.errback(attempt, verdict)
         self._fold_session(attempt)
         self.events.emit(_event(attempt, verdict))
         return verdict
+
+    async def errback(self, a: Attempt, dead: Failure) -> None:
+        """The request's errback (``Request(errback=...)``), if it names one, called with a
+        :class:`~crawlfleet.request.RequestFailure` now that the request is dead. It runs off the
+        loop like a callback; its errors are logged, never the request's; its output is unused."""
+        own = (a.lease.meta or {}).get(STORED) or {}
+        name = own.get("errback") if isinstance(own, Mapping) else None
+        if not name:
+            return
+        spider = a.job.runtime.spider
+        method = getattr(spider, name, None)
+        if not callable(method):
+            log.warning("%s has no errback %r (for %s)", type(spider).__name__, name, a.lease.url)
+            return
+        reason = dead.dead_reason.value if dead.dead_reason is not None else ""
+        failure = RequestFailure(_request_of(a.lease, own), reason, dead.error, dead.status)
+
+        def call(_: float) -> int:
+            return sum(1 for obj in _iterate(method(failure)) if obj is not None)
+
+        try:
+            unused = await self.offloop.run(call, a.job.runtime.parse_timeout)
+        except Exception as exc:
+            log.warning(
+                "errback %s of %s raised: %s: %s", name, a.lease.url, type(exc).__name__, exc
+            )
+            return
+        if unused:
+            log.warning(
+                "errback %s of %s returned %d items: an errback's output is not used (yield "
+                "records and requests from callbacks)",
+                name,
+                mask_credentials(a.lease.url),
+                unused,
+            )
 
     def _fold_session(self, a: Attempt) -> None:
         """The attempt's session learns its cookies and whether it went well (retired on a
@@ -350,7 +388,11 @@ class Pipeline:
             dead = DeadReason.EMPTY if final else None
             return self._fail(a, found.outcome, f"HTTP {result.status} (empty page)", dead=dead)
         retry_after = parse_retry_after(result.header_map.get("retry-after"), self.clock())
-        blocked = " (block page)" if found.outcome is Outcome.BLOCKED else ""
+        # the classifier's reason, as `fetch` shows it: what to look at in the page
+        blocked = ""
+        if found.outcome is Outcome.BLOCKED:
+            why = found.verdict.reason
+            blocked = f" (block page: {why})" if why else " (block page)"
         said = _plain_reason(result) if found.outcome is Outcome.PERMANENT_ERROR else ""
         return self._fail(
             a, found.outcome, f"HTTP {result.status}{blocked}{said}", retry=retry_after
@@ -637,6 +679,28 @@ def _archived_body(lease: Lease) -> bytes | None:
 def _rendered_body(rendered: str) -> tuple[bytes, str]:
     """A browser's rendered DOM as a page body and its encoding."""
     return rendered.encode("utf-8", "surrogatepass"), "utf-8"
+
+
+def _request_of(lease: Lease, own: Mapping[str, Any]) -> Request:
+    """The dead request as its errback sees it (URL, method, body, meta, cb_kwargs, callback)."""
+    meta = {k: v for k, v in (lease.meta or {}).items() if k != STORED}
+    cb_kwargs = own.get("cb_kwargs")
+    return Request(
+        lease.url,
+        lease.callback,
+        meta=meta,
+        method=lease.method,
+        body=lease.body,
+        cb_kwargs=cb_kwargs if isinstance(cb_kwargs, Mapping) else None,
+    )
+
+
+def _iterate(result: Any) -> Iterable[Any]:
+    if result is None:
+        return ()
+    if isinstance(result, (Request, dict, str, bytes)) or not isinstance(result, Iterable):
+        return (result,)
+    return result
 
 
 def _page(

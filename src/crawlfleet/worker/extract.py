@@ -174,7 +174,7 @@ class JobRuntime:
         cookiejar: str | None = None,
         host: str | None = None,
     ) -> NewRequest:
-        meta = req.meta or None
+        meta = req.stored_meta()
         if cookiejar is not None and (meta is None or "cookiejar" not in meta):
             meta = {**(meta or {}), "cookiejar": cookiejar}
         # positional, in NewRequest's field order: one per new link, the hot path of discovery
@@ -324,7 +324,7 @@ class JobRuntime:
             raise ParseError(f"spider {self.spider_cls.__name__} has no callback {callback!r}")
         position = items = 0
         try:
-            for obj in _iterate(method(response)):
+            for obj in _iterate(method(response, **response.cb_kwargs)):
                 items += 1
                 if items > self.max_yields:
                     raise TooManyItems(
@@ -372,8 +372,14 @@ class JobRuntime:
                 known = self._callbacks[name] = callable(getattr(self.spider, name, None))
             if not known:
                 return f"unknown callback {name!r}"
-        if req.meta and (kind := jsonsafe.lenient_problem(req.meta)) is not None:
-            return f"meta that cannot be stored ({kind})"
+        meta = req.stored_meta()
+        if meta and (kind := jsonsafe.lenient_problem(meta)) is not None:
+            what = "cb_kwargs" if req.meta and not jsonsafe.lenient_problem(req.meta) else "meta"
+            return f"{what} that cannot be stored ({kind})"
+        if req.errback is not None and not callable(
+            getattr(self.spider, req.errback_name or "", None)
+        ):
+            return f"unknown errback {req.errback_name!r}"
         return None
 
     def sample(self, response: Response, callback: str | None) -> tuple[int, int]:
@@ -385,7 +391,7 @@ class JobRuntime:
         if method is None:
             return items, links
         try:
-            for obj in _iterate(method(response)):
+            for obj in _iterate(method(response, **response.cb_kwargs)):
                 if isinstance(obj, Request):
                     links += 1
                 elif obj is not None:
