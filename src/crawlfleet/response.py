@@ -35,7 +35,7 @@ from w3lib.encoding import (
     resolve_encoding,
 )
 
-from crawlfleet.mime import content_type
+from crawlfleet.policy.mime import content_type
 from crawlfleet.request import STORED, Callback, FormData, Request
 from crawlfleet.selectors import Document, Selector, SelectorList, css, select, wrap_parsel
 from crawlfleet.urls import join

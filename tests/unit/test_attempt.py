@@ -134,7 +134,7 @@ async def test_page__records_and_links_one_event(h: Harness) -> None:
         1,
         "http",
     )
-    assert (event.lane, event.job, event.duplicate, event.gone) == (
+    assert (event.domain, event.job, event.duplicate, event.gone) == (
         "shop.test",
         "shop",
         False,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from multidict import CIMultiDict
 
-from crawlfleet.mime import content_type, extract_mime_type
+from crawlfleet.policy.mime import content_type, extract_mime_type
 from crawlfleet.response import Response
 
 

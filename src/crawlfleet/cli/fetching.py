@@ -145,7 +145,7 @@ def _page(result: FetchResult, url: str, spider_cls: type[Spider] | None) -> Pag
     if spider_cls is not None:
         verdict = spider_cls().is_blocked(response) if _has_block_hook(spider_cls) else None
     c = classify(result.status, result.header_map, result.body, spider_verdict=verdict)
-    return Page(result, response, c.outcome.value, c.verdict.reason, time.time())
+    return Page(result, response, c.outcome.value, c.block.reason, time.time())
 
 
 def _has_block_hook(spider_cls: type[Spider]) -> bool:
