@@ -887,7 +887,7 @@ WHERE job_id = $1 AND state = 'dead' AND dead_reason = 'trap'
 GROUP BY domain;
 
 -- name: unfinished
-SELECT EXISTS (SELECT FROM requests WHERE job_id = $1 AND state IN ('queued', 'leased'));
+SELECT 1 FROM requests WHERE job_id = $1 AND state IN ('queued', 'leased') LIMIT 1;
 
 -- name: iter_records
 SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
