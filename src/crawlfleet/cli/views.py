@@ -83,6 +83,8 @@ def status_block(s: JobStats, activity: JobActivity | None = None) -> list[str]:
     lines = [status_line(s), f"  {retry_line(s)}"]
     if s.traps_by_domain:
         lines.append(f"  {traps_line(s)}")
+    if s.robots_waiting:
+        lines.append(f"  {robots_waiting(s)}")
     if activity is not None and activity.dead_by_reason:
         lines.append(f"  {dead_line(activity)}")
     return lines
@@ -101,7 +103,16 @@ def progress_line(s: JobStats, rate: float, eta: float | None = None) -> str:
         f"{rate:,.0f} pages/s · {s.queued + s.waiting:,} queued · {s.done:,} done · "
         f"{s.blocked:,} blocked · {s.records:,} records · {s.quarantined:,} quarantined · "
         f"{s.retried:,} retried · {s.dead:,} dead · ETA {duration(eta)}"
-    )
+    ) + (f" · {robots_waiting(s)}" if s.robots_waiting else "")
+
+
+def robots_waiting(s: JobStats) -> str:
+    """``waiting for robots.txt of h (HTTP 503): 12 requests``, the host with most first, and
+    how many others wait so."""
+    (host, (n, error)), *others = sorted(s.robots_waiting.items(), key=lambda kv: -kv[1][0])
+    why = error.removeprefix("robots.txt unreachable (").partition("): host postponed")[0]
+    more = f" (+{len(others)} more hosts)" if others else ""
+    return f"waiting for robots.txt of {host} ({why}): {n:,} requests{more}"
 
 
 def duration(seconds: float | None) -> str:

@@ -61,6 +61,7 @@ class _Entry:
     state: str
     rules: RobotsRules | None
     expires: float
+    why: str = ""  # an unreachable one: what the fetch said
 
 
 class RobotsCache:
@@ -93,6 +94,8 @@ class RobotsCache:
         self._inflight: dict[str, asyncio.Task[_Entry]] = {}
         #: per origin: when its robots.txt first failed, of the failures in a row now
         self._failing_since: dict[str, float] = {}
+        #: per origin: why its robots.txt could not be read, the last time it could not
+        self._why: dict[str, str] = {}
 
     async def allowed(self, url: str) -> bool:
         """True if robots.txt lets our user agent fetch ``url``."""
@@ -149,6 +152,11 @@ class RobotsCache:
         entry = self._entries.get(_origin(URL(origin)))
         return entry.state if entry is not None else None
 
+    def why_unreachable(self, url: str) -> str:
+        """Why the robots.txt of ``url``'s origin could not be read the last time
+        (``HTTP 503``, ``address refused: ...``; ``""`` when it could)."""
+        return self._why.get(_origin(URL(url)), "")
+
     def unreachable_for(self, url: str) -> float:
         """Seconds the robots.txt of ``url``'s origin has been unreachable, from its first failed
         fetch of the failures in a row (0 when it is not unreachable)."""
@@ -184,9 +192,12 @@ class RobotsCache:
         if entry.state == UNREACHABLE:
             if len(self._failing_since) >= self._max_hosts:
                 self._failing_since.clear()
+                self._why.clear()
             self._failing_since.setdefault(origin, started)
+            self._why[origin] = entry.why
         else:
             self._failing_since.pop(origin, None)
+            self._why.pop(origin, None)
         self._entries[origin] = entry
         self._entries.move_to_end(origin)
         while len(self._entries) > self._max_hosts:
@@ -200,8 +211,10 @@ class RobotsCache:
         except TooManyRedirects:
             # RFC 9309 §2.3.1.2: past five redirects the file may be taken as unavailable.
             return self._expiring(ALLOW_ALL, None, self._ttl)
-        except FetchError:
-            return self._expiring(UNREACHABLE, None, self._error_recheck)
+        except FetchError as exc:
+            entry = self._expiring(UNREACHABLE, None, self._error_recheck)
+            entry.why = _why(exc)
+            return entry
         return self._from_result(result)
 
     def _from_result(self, result: FetchResult) -> _Entry:
@@ -212,10 +225,19 @@ class RobotsCache:
         if 300 <= status < 500 and status != 429:
             # 4xx: unavailable. A 3xx the fetcher could not follow (no Location) counts too.
             return self._expiring(ALLOW_ALL, None, self._ttl)
-        return self._expiring(UNREACHABLE, None, self._error_recheck)
+        entry = self._expiring(UNREACHABLE, None, self._error_recheck)
+        entry.why = f"HTTP {status}"
+        return entry
 
     def _expiring(self, state: str, rules: RobotsRules | None, lifetime: float) -> _Entry:
         return _Entry(state=state, rules=rules, expires=self._clock() + lifetime)
+
+
+def _why(exc: FetchError) -> str:
+    """A fetch error as one short line: its kind and message."""
+    text = " ".join(str(exc).split())[:200]
+    kind = type(exc).__name__
+    return f"{kind}: {text}" if text else kind
 
 
 def _origin(url: URL) -> str:
@@ -300,6 +322,10 @@ class RobotsGate:
                 )
             raise RobotsUnreachable("robots.txt of the redirect's host cannot be read now")
         raise RobotsDisallowed("robots.txt disallows the redirect's target")
+
+    def why(self, url: str) -> str:
+        """Why ``url``'s robots.txt cannot be read now (``HTTP 503``, ``AddressRefused: ...``)."""
+        return self.cache.why_unreachable(url) or "no answer"
 
     def _given_up(self, url: str) -> bool:
         return self.give_up is not None and self.cache.unreachable_for(url) >= self.give_up
