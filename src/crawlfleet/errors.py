@@ -7,6 +7,7 @@
     │   ├── SpiderLoadError        spider file missing, unreadable, or without a Spider class
     │   └── ConfigError            crawlfleet.toml / flags / environment are inconsistent
     ├── FormError                  follow_form found no such form or submit button (a ValueError)
+    │   └── FormNotFound           no such form on the page (an IndexError too, as in Scrapy)
     ├── StoreError                 the queue store misbehaved
     │   └── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
     ├── WorkerStopped              a worker stopped itself on a fault it cannot work around (the
@@ -65,7 +66,13 @@ class ConfigError(UsageError):
 
 
 class FormError(CrawlfleetError, ValueError):
-    """``response.follow_form`` found no form (or no submit button) matching what it was asked."""
+    """``response.follow_form`` found no form (or no submit button) matching what it was asked,
+    or was given form data that is no form data."""
+
+
+class FormNotFound(FormError, IndexError):
+    """No form of the page is the one asked for (an ``IndexError`` too, as Scrapy raises for a
+    form number the page does not have)."""
 
 
 class StoreError(CrawlfleetError):

@@ -41,7 +41,7 @@ def urlset(*locs: str, extra: str = "") -> bytes:
 def test_start_requests_name_the_sitemaps() -> None:
     (req,) = Shop().start_requests()
     assert (req.url, req.callback_name) == ("https://a.test/robots.txt", SITEMAP_CALLBACK)
-    assert Shop.scope_hosts() == ["a.test"] and Shop.seed_hosts() == {"a.test"}
+    assert Shop().scope_hosts() == ["a.test"] and Shop().seed_hosts() == {"a.test"}
 
 
 def test_robots_txt_lines_become_sitemap_requests_that_carry_its_host() -> None:
