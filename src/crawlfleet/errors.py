@@ -7,6 +7,7 @@
     │   ├── SpiderLoadError        spider file missing, unreadable, or without a Spider class
     │   └── ConfigError            crawlfleet.toml / flags / environment are inconsistent
     ├── FormError                  follow_form found no such form or submit button (a ValueError)
+    │   └── FormNotFound           no such form on the page (an IndexError too, as in Scrapy)
     ├── StoreError                 the queue store misbehaved
     │   └── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
     ├── WorkerStopped              a worker stopped itself on a fault it cannot work around (the
@@ -14,7 +15,9 @@
     │                              never restarted by ``crawl``
     ├── ParseError                 the spider's callback raised on a page
     │   ├── TooComplex             the page nests too deep to parse, or its parse ran too long
-    │   └── TooManyItems           the callback yielded more than a page may (an endless loop?)
+    │   ├── TooManyItems           the callback yielded more than a page may (an endless loop?)
+    │   └── SitemapError           a sitemap that is not one: not XML, another root, cut short,
+    │                              bigger than a sitemap may be
     └── FetchError                 one fetch did not produce a usable response
         ├── RetryableFetchError    worth trying again later (maybe over another route)
         │   ├── FetchTimeout
@@ -65,7 +68,13 @@ class ConfigError(UsageError):
 
 
 class FormError(CrawlfleetError, ValueError):
-    """``response.follow_form`` found no form (or no submit button) matching what it was asked."""
+    """``response.follow_form`` found no form (or no submit button) matching what it was asked,
+    or was given form data that is no form data."""
+
+
+class FormNotFound(FormError, IndexError):
+    """No form of the page is the one asked for (an ``IndexError`` too, as Scrapy raises for a
+    form number the page does not have)."""
 
 
 class StoreError(CrawlfleetError):
@@ -90,6 +99,11 @@ class ParseError(CrawlfleetError):
 
 class TooComplex(ParseError):
     """The page is past what a parse may cost (nesting depth, parse time): ``too_complex``."""
+
+
+class SitemapError(ParseError):
+    """A page fetched as a sitemap is not one (malformed XML, another root element, a cut or
+    oversized gzip file): the page ends ``dead(bad_sitemap)``, the crawl goes on."""
 
 
 class TooManyItems(ParseError):

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+import ada_url
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -26,7 +27,7 @@ from crawlfleet.fetch.tls import warn_unverified
 if TYPE_CHECKING:
     from crawlfleet.routes.sessions import Session
 
-__all__ = ["REDIRECT_STATUSES", "Hop", "checked_url", "redirected"]
+__all__ = ["REDIRECT_STATUSES", "Hop", "as_given", "checked_url", "redirected"]
 
 REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 _SCHEMES: Final = frozenset({"http", "https"})
@@ -68,6 +69,17 @@ def checked_url(url: str | URL, settings: HopSettings) -> URL:
     return parsed
 
 
+def as_given(url: str) -> URL | str:
+    """``url`` as the request sends it: its WHATWG serialisation (what a browser sends), taken
+    as already encoded so nothing in it is rewritten. A string ada cannot parse is left to yarl
+    (which refuses it, or reads it its own way)."""
+    try:
+        href = ada_url.normalize_url(url)
+    except ValueError:
+        return url
+    return URL(href, encoded=True)
+
+
 def origin(url: URL) -> tuple[str, str | None, int | None]:
     return url.scheme, url.host, url.port
 
@@ -76,8 +88,8 @@ def redirected(
     request: Hop, status: int, location: str, settings: HopSettings, jar: Session | None = None
 ) -> Hop:
     """The request a redirect asks for (RFC 9110 §15.4), re-checked like a new one."""
-    try:
-        target = request.url.join(URL(location))
+    try:  # joined as a browser joins it (WHATWG), and sent as it is
+        target = URL(ada_url.join_url(str(request.url), location), encoded=True)
     except (ValueError, TypeError) as exc:
         raise InvalidURL(f"bad redirect Location {location!r}") from exc
     target = checked_url(target.with_fragment(None), settings)

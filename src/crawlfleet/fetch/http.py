@@ -14,6 +14,9 @@ What it does itself rather than leaving to aiohttp, and why:
   dropped when a hop leaves the origin;
 * **content decoding** (:mod:`crawlfleet.fetch.limits`): the size cap applies to decoded bytes
   while decoding, which stops decompression bombs;
+* **the URL as given**: the request target is the URL's WHATWG serialisation, sent as it is
+  (aiohttp's own URL handling would decode ``%2F``, ``%7E`` or ``%27`` and re-escape others);
+  a redirect's ``Location`` is joined the way a browser joins it, and sent as it comes out;
 * **one deadline** per fetch (``timeout``) covering every hop and the body, so a server that
   trickles one byte at a time cannot hold a worker forever.
 
@@ -61,7 +64,7 @@ from crawlfleet.fetch.base import FetchRequest, FetchResult, HopCheck
 from crawlfleet.fetch.base import mask_url as _mask
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import GuardedResolver, host_may_be_private
-from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, checked_url, redirected
+from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, as_given, checked_url, redirected
 from crawlfleet.fetch.limits import ACCEPT_ENCODING, BodyDecoder
 from crawlfleet.fetch.tls import PROTOCOL, ssl_context, tls_error, verify_failure
 from crawlfleet.urls import mask_credentials
@@ -260,7 +263,7 @@ class HttpClient:
         if self._session is None:
             raise RuntimeError("HttpClient used outside 'async with' (or after close)")
         request = Hop(
-            url=self._checked(url),
+            url=self._checked(as_given(url)),
             method=method.upper(),
             headers=_without_proxy_auth(headers),
             body=body,

@@ -54,7 +54,7 @@ from crawlfleet.fetch.base import FetchRequest, FetchResult, HopCheck, mask_url
 from crawlfleet.fetch.curlpool import CurlPool
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import check_host, host_may_be_private, parse_ip
-from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, checked_url, redirected
+from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, as_given, checked_url, redirected
 from crawlfleet.fetch.profiles import family_profiles, profile_for
 from crawlfleet.fetch.tls import PROTOCOL, ca_bundle, message_failure, tls_error
 from crawlfleet.urls import mask_credentials
@@ -180,7 +180,7 @@ class ImpersonateClient:
         if self._session is None:
             raise RuntimeError("ImpersonateClient is not started (use 'async with')")
         request = Hop(
-            url=checked_url(url, self.settings),
+            url=checked_url(as_given(url), self.settings),
             method=method.upper(),
             headers=_without_proxy_auth(headers),
             body=body,

@@ -164,8 +164,9 @@ class JobContexts:
         runtime.max_yields = s.worker.max_yields_per_page
         runtime.parse_timeout = s.worker.parse_timeout
         raw = await self.raw_store(s)  # first: it may fail, and then nothing is left open
+        # the instance's seed hosts: a spider may set its start_urls in __init__ (-a)
         fetch_settings = fetch_settings_of(
-            s, spider, hosts=spider.seed_hosts(), concurrency=s.concurrency
+            s, spider, hosts=runtime.spider.seed_hosts(), concurrency=s.concurrency
         )
         client = HttpClient(fetch_settings)
         await client.start()

@@ -23,6 +23,7 @@ from crawlfleet.frontier.postgres.connection import (
     _count,
 )
 from crawlfleet.frontier.postgres.queue import PostgresQueue
+from crawlfleet.frontier.postgres.runs import PostgresRuns
 from crawlfleet.model import (
     DeadReason,
     DomainLimits,
@@ -33,7 +34,7 @@ from crawlfleet.model import (
 )
 
 
-class PostgresFrontier(PostgresQueue, SqlInsights):
+class PostgresFrontier(PostgresQueue, PostgresRuns, SqlInsights):
     """The frontier contract on PostgreSQL (``postgresql://user@host/db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -44,6 +45,7 @@ class PostgresFrontier(PostgresQueue, SqlInsights):
 
         async def tx(conn: Conn) -> None:
             await conn.execute(Q["submit_job"], *args)
+            await conn.execute(Q["ensure_first_run"], spec.name, args[-1])
             if spec.routes:
                 routes = sorted((r.id, r.pool, r.tier, r.cost) for r in spec.routes)
                 await conn.execute(Q["upsert_routes"], *_columns(routes, 4))
@@ -104,14 +106,15 @@ class PostgresFrontier(PostgresQueue, SqlInsights):
             raise StoreError(f"no job named {job!r} in {self._where()}")
         now = self.clock()
 
-        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int], int]:
+        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int], int, list[Any]]:
             counts = await conn.fetchrow(Q["count_states"], now, j.id)
             traps = dict(await conn.fetch(Q["traps_by_domain"], j.id))
             histogram = dict(await conn.fetch(Q["attempts_histogram"], j.id))
             blocked = await conn.fetchval(Q["blocked_attempts"], j.id)
-            return counts, traps, histogram, blocked
+            waiting = list(await conn.fetch(Q["robots_waiting"], j.id))
+            return counts, traps, histogram, blocked, waiting
 
-        s, traps, histogram, blocked = await self._run(read, write=False)
+        s, traps, histogram, blocked, waiting = await self._run(read, write=False)
         return JobStats(
             job=job,
             state=j.state,
@@ -127,6 +130,7 @@ class PostgresFrontier(PostgresQueue, SqlInsights):
             quarantined=s[9],
             traps=sum(traps.values()),
             traps_by_domain=traps,
+            robots_waiting={domain: (n, error) for domain, n, error in waiting},
             attempts_histogram=histogram,
             duplicates=s[10],
             gone=s[11],
