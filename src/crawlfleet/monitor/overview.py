@@ -349,6 +349,7 @@ def _domains(
             health.blocks * recent / raw if raw else 0.0
         )
     views = []
+    rungs, rung_blocks = _per_kind(samples)
     for domain, d in acc.items():
         recent = d.get("recent_attempts", 0.0)
         views.append(
@@ -369,21 +370,31 @@ def _domains(
                 blocked_pages=total(
                     samples, "crawlfleet_pages_total", domain=domain, outcome="blocked"
                 ),
-                rungs=_per_kind(samples, domain, FETCHED),
-                rung_blocks=_per_kind(samples, domain, "blocked"),
+                rungs=rungs.get(domain, {}),
+                rung_blocks=rung_blocks.get(domain, {}),
             )
         )
     return sorted(views, key=lambda v: (-(v.backlog + v.in_flight), -v.pages, v.domain))
 
 
-def _per_kind(samples: Samples, domain: str, outcome: str | tuple[str, ...]) -> dict[str, float]:
-    """A domain's pages of ``outcome`` per fetcher kind (the rungs that fetched some)."""
-    out = {}
-    for kind in KINDS:
-        n = total(samples, "crawlfleet_pages_total", domain=domain, kind=kind, outcome=outcome)
-        if n:
-            out[kind] = n
-    return out
+def _per_kind(samples: Samples) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Each domain's fetched pages per fetcher kind, and its blocked ones: one pass over the
+    samples (``total`` per domain and kind would read them all again for each)."""
+    fetched: dict[str, dict[str, float]] = {}
+    blocked: dict[str, dict[str, float]] = {}
+    for (name, labels), value in samples.items():
+        if name != "crawlfleet_pages_total" or not value:
+            continue
+        d = dict(labels)
+        domain, kind, outcome = d.get("domain"), d.get("kind"), d.get("outcome")
+        if domain is None or kind not in KINDS or outcome not in FETCHED:
+            continue
+        per = fetched.setdefault(domain, {})
+        per[kind] = per.get(kind, 0.0) + value
+        if outcome == "blocked":
+            per = blocked.setdefault(domain, {})
+            per[kind] = per.get(kind, 0.0) + value
+    return fetched, blocked
 
 
 def _breaker(row: RouteRow) -> Breaker:
