@@ -22,12 +22,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from crawlfleet.data.captures import Provenance
 from crawlfleet.errors import TooComplex, TooManyItems
-from crawlfleet.extract import JobRuntime, Provenance
 from crawlfleet.model import Job, JobState
-from crawlfleet.nesting import measure, over
 from crawlfleet.response import Response
+from crawlfleet.selectors.nesting import measure, over
 from crawlfleet.spider import Request, Spider
+from crawlfleet.worker.extract import JobRuntime
 
 URL = "http://bench.test/"
 

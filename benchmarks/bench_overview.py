@@ -34,7 +34,6 @@ from crawlfleet.control.security import Guard
 from crawlfleet.control.state import ControlState
 from crawlfleet.events import AttemptEvent
 from crawlfleet.frontier.ports import Frontier, WorkerStats
-from crawlfleet.metrics import WorkerMetrics
 from crawlfleet.model import (
     Completion,
     DomainLimits,
@@ -45,7 +44,8 @@ from crawlfleet.model import (
     QuarantineRow,
     RecordRow,
 )
-from crawlfleet.overview import read_overview
+from crawlfleet.monitor.metrics import WorkerMetrics
+from crawlfleet.monitor.overview import read_overview
 from crawlfleet.policy.pacing import PacingConfig
 
 PG_SERVER = os.environ.get("CRAWLFLEET_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crawlfleet.custom_settings import for_spider
+from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
@@ -64,7 +64,7 @@ def seed_requests(
     :func:`~crawlfleet.urls.credentials_by_origin`). Raises UsageError for a start URL that
     does not parse, or whose credentials are not those of its origin in ``start_urls``, or
     that names a route pool (``Request(pool=...)``) not in ``pools`` (when given)."""
-    from crawlfleet.extract import unknown_pool
+    from crawlfleet.routes.pools import unknown_pool
     from crawlfleet.urls import mask_credentials, origin_of, request_identity, split_credentials
 
     known = None if pools is None else frozenset(pools)
@@ -115,7 +115,7 @@ def prepare(
     ``spider_cls`` is the configured class (``spiders.configure``); ``job_settings`` are the
     keys stored with the job for every worker's loader (arguments, ``-s`` settings, overrides).
     """
-    from crawlfleet.extract import record_validator
+    from crawlfleet.data.validate import record_validator
     from crawlfleet.routes.pools import RoutesConfig
 
     for_spider(settings, spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line

@@ -183,7 +183,7 @@ def configure(spider_cls: type[Spider], settings: Mapping[str, Any]) -> type[Spi
 
     Raises :class:`~crawlfleet.errors.ConfigError` (one line) for a setting that does not map.
     """
-    from crawlfleet.custom_settings import split_custom_settings
+    from crawlfleet.config.custom_settings import split_custom_settings
 
     attrs: dict[str, Any] = {k: settings[k] for k in _OVERRIDABLE if k in settings}
     job_custom = settings.get(JOB_SETTINGS) or {}

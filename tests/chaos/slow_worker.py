@@ -19,9 +19,9 @@ import json
 import os
 from typing import Any
 
-from crawlfleet import worker
 from crawlfleet.cli import main
 from crawlfleet.fetch import http
+from crawlfleet.worker import loops as worker
 
 
 def _install() -> None:

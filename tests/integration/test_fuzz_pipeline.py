@@ -15,14 +15,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crawlfleet.data.captures import Provenance
 from crawlfleet.errors import TooComplex, TooManyItems
-from crawlfleet.extract import JobRuntime, PageOutput, Provenance
 from crawlfleet.frontier.sqlite import SQLiteFrontier
 from crawlfleet.model import Completion, DomainLimits, Job, JobSpec, JobState, NewRequest
-from crawlfleet.offloop import OffLoop
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import canonicalize, fingerprint, host_of
+from crawlfleet.worker.extract import JobRuntime, PageOutput
+from crawlfleet.worker.offloop import OffLoop
 
 #: the longest the event loop may go without a heartbeat tick while a page is parsed
 LOOP_BOUND = 0.5

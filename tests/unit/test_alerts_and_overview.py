@@ -7,12 +7,12 @@ import json
 import pytest
 from tests.unit.test_metrics import page
 
-from crawlfleet.alerts import Alert, AlertRules, evaluate
 from crawlfleet.control.history import History
 from crawlfleet.frontier.ports import DomainQueue, FleetCounts, LaneRow, RouteRow, WorkerStats
-from crawlfleet.metrics import WorkerMetrics
 from crawlfleet.model import JobState, JobStats
-from crawlfleet.overview import build_overview
+from crawlfleet.monitor.alerts import Alert, AlertRules, evaluate
+from crawlfleet.monitor.metrics import WorkerMetrics
+from crawlfleet.monitor.overview import build_overview
 from crawlfleet.policy.health import Breaker, BreakerState, RouteStats, Signal
 
 RULES = AlertRules(oldest_age=60, block_rate=0.2, validation_rate=0.05)

@@ -17,19 +17,19 @@ from typing import Any
 import pytest
 from tests.conftest import FakeClock
 
-from crawlfleet.attempt import GiveBack, Pipeline, slot_start
 from crawlfleet.config import Settings
 from crawlfleet.data.rawstore import open_raw_store
 from crawlfleet.errors import FetchTimeout
 from crawlfleet.events import AttemptEvent, Event, EventBus
-from crawlfleet.extract import JobRuntime
 from crawlfleet.fetch.base import FetcherPool, FetchRequest, FetchResult
 from crawlfleet.fetch.robots import RobotsCache, RobotsGate
 from crawlfleet.fetch.scripted import ScriptedFetcher, page
-from crawlfleet.jobs import JobContext
 from crawlfleet.model import Completion, DeadReason, Failure, Job, JobState, Lease, Outcome
 from crawlfleet.policy.traps import page_type
 from crawlfleet.spider import Spider
+from crawlfleet.worker.attempt import GiveBack, Pipeline, slot_start
+from crawlfleet.worker.extract import JobRuntime
+from crawlfleet.worker.jobs import JobContext
 
 SITE = "http://shop.test"
 PRODUCT = b"""<html><body><a href="/p/2">next</a><a href="/p/3">more</a>
@@ -203,8 +203,8 @@ async def test_block_page__never_parsed_reason_kept_its_snapshot_marked(
 async def test_block_through_a_proxy__retried_without_using_an_attempt_up_to_a_bound(
     h: Harness,
 ) -> None:
-    from crawlfleet.attempt import FREE_BLOCKS
     from crawlfleet.routes.pools import Route
+    from crawlfleet.worker.attempt import FREE_BLOCKS
 
     route = Route("dc/1", "dc", "http://127.0.0.2:3128")
     h.job.routes = {route.id: route}

@@ -9,7 +9,7 @@ import pytest
 from crawlfleet.config import Settings, load_settings
 from crawlfleet.errors import ConfigError
 from crawlfleet.fetch.browser import BrowserSettings
-from crawlfleet.jobs import browser_settings
+from crawlfleet.worker.jobs import browser_settings
 
 
 def test_the_defaults_are_the_pool_s() -> None:

@@ -11,12 +11,13 @@ import tracemalloc
 from pathlib import Path
 
 from crawlfleet.cache import MIN_CACHE_MEMORY, BoundedMap, BoundedSet, share, sizes
+from crawlfleet.data.captures import Captures
 from crawlfleet.data.warc import Capture
-from crawlfleet.extract import Captures, JobRuntime, PageOutput
 from crawlfleet.frontier.sqlite import SQLiteFrontier
 from crawlfleet.model import Job, JobSpec, JobState
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import LinkCanonicalizer
+from crawlfleet.worker.extract import JobRuntime, PageOutput
 
 
 class Site(Spider):
@@ -258,7 +259,7 @@ async def test_worker_cache_budget__a_second_job_halves_the_first_ones_caches(
     tmp_path: Path,
 ) -> None:
     from crawlfleet.config import Settings
-    from crawlfleet.jobs import JobContexts
+    from crawlfleet.worker.jobs import JobContexts
 
     spider = tmp_path / "site.py"
     spider.write_text(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from crawlfleet.config import Settings, load_settings
-from crawlfleet.custom_settings import for_spider
+from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.errors import ConfigError
 
 

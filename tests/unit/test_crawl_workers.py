@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from crawlfleet.pool import kinds_for
+from crawlfleet.local.pool import kinds_for
 
 
 def test_every_worker_runs_every_kind_by_default() -> None:

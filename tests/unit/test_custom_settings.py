@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from crawlfleet.custom_settings import NO_LIMIT, split_custom_settings
+from crawlfleet.config.custom_settings import NO_LIMIT, split_custom_settings
 from crawlfleet.errors import ConfigError, SpiderLoadError
 from crawlfleet.spider import Spider
 from crawlfleet.spiders import JOB_SETTINGS, SPIDER_ARGS, configure, spider_instance

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from crawlfleet.data.captures import Provenance
 from crawlfleet.errors import TooComplex, TooManyItems
-from crawlfleet.extract import JobRuntime, PageOutput, Provenance
 from crawlfleet.model import Job, JobState
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider
+from crawlfleet.worker.extract import JobRuntime, PageOutput
 
 PAGE = "http://a.test/page"
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
+from crawlfleet.data.validate import record_validator
 from crawlfleet.errors import SpiderLoadError, UsageError
-from crawlfleet.extract import basic_authorization, record_validator
 from crawlfleet.intake import seed_requests
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import credentials_by_origin, fingerprint
+from crawlfleet.worker.extract import basic_authorization
 
 START = ["http://bot:s%3Acret@shop.test:8080/a?sessionid=9", "http://shop.test/b"]
 

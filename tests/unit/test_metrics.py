@@ -7,11 +7,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from crawlfleet.events import AttemptEvent, Leased, LeasesLost
-from crawlfleet.fleet_metrics import FleetCollector
 from crawlfleet.frontier.ports import FleetCounts, WorkerStats
-from crawlfleet.metrics import OTHER, LabelCap, WorkerMetrics, merge, total
 from crawlfleet.model import DeadReason, JobState, JobStats, Outcome
-from crawlfleet.overview import build_overview
+from crawlfleet.monitor.fleet import FleetCollector
+from crawlfleet.monitor.metrics import OTHER, LabelCap, WorkerMetrics, merge, total
+from crawlfleet.monitor.overview import build_overview
 
 
 def page(domain: str = "a.test", outcome: Outcome = Outcome.OK, **kw: object) -> AttemptEvent:

@@ -8,8 +8,8 @@ import pytest
 from selectolax.lexbor import LexborHTMLParser
 
 from crawlfleet.errors import TooComplex
-from crawlfleet.nesting import _start_tags_at_most, measure, over
 from crawlfleet.response import Response
+from crawlfleet.selectors.nesting import _start_tags_at_most, measure, over
 
 
 def nested(levels: int, tag: str = "div") -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from crawlfleet.errors import UsageError
-from crawlfleet.extract import JobRuntime, PageOutput
 from crawlfleet.intake import seed_requests
 from crawlfleet.model import Job, JobState
 from crawlfleet.spider import Request, Spider
+from crawlfleet.worker.extract import JobRuntime, PageOutput
 
 
 class Shop(Spider):

@@ -21,9 +21,9 @@ from crawlfleet.cli.common import (
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
-    from crawlfleet.output import Output
-    from crawlfleet.pool import WorkerPool
-    from crawlfleet.runner import CrawlPlan
+    from crawlfleet.local.output import Output
+    from crawlfleet.local.pool import WorkerPool
+    from crawlfleet.local.runner import CrawlPlan
 
 
 @click.command()
@@ -155,7 +155,7 @@ async def with_workers(
 ) -> int:
     """Start ``n`` worker processes (and ``browser_workers``) first (they import while the rest
     starts), then ``then``."""
-    from crawlfleet.runner import worker_pool
+    from crawlfleet.local.runner import worker_pool
 
     pool = worker_pool(n, opts.argv(), browser_workers)
     await pool.start()
@@ -201,13 +201,13 @@ def output_of(path: str | None, fmt: str | None, *, overwrite: bool) -> Output |
     if not path:
         return None
     from crawlfleet.data.feeds import feed_format
-    from crawlfleet.output import Output
+    from crawlfleet.local.output import Output
 
     return Output(path, feed_format(path, fmt), overwrite)
 
 
 def make_plan(ctx: click.Context, spider: str, s: Settings, **kw: Any) -> CrawlPlan:
-    from crawlfleet.runner import CrawlPlan
+    from crawlfleet.local.runner import CrawlPlan
 
     return CrawlPlan(spider=spider, settings=s, worker_argv=options(ctx).argv(), **kw)
 
@@ -216,7 +216,7 @@ async def run_plan(plan: CrawlPlan, opts: Options, pool: WorkerPool | None = Non
     """Run the crawl with its live display, print the summary; returns the exit code."""
     from crawlfleet.cli.progress import CrawlProgress, print_summary
     from crawlfleet.cli.views import crawl_summary
-    from crawlfleet.runner import crawl as run_crawl
+    from crawlfleet.local.runner import crawl as run_crawl
     from crawlfleet.urls import mask_credentials
 
     with CrawlProgress(plan.job or "", quiet=opts.quiet) as view:

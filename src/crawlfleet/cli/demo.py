@@ -14,7 +14,7 @@ from crawlfleet.cli.crawl import with_workers
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
-    from crawlfleet.pool import WorkerPool
+    from crawlfleet.local.pool import WorkerPool
 
 
 @click.command()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from crawlfleet.custom_settings import for_spider
+from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.errors import UsageError
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def tool_spider(
 
 def run_settings(custom: Mapping[str, str]) -> dict[str, object]:
     """The ``-s`` keys that are settings (Scrapy's mapped to them): for the fetcher."""
-    from crawlfleet.custom_settings import split_custom_settings
+    from crawlfleet.config.custom_settings import split_custom_settings
 
     return dict(split_custom_settings(custom).settings)
 

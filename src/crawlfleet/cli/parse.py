@@ -14,7 +14,7 @@ from crawlfleet.cli.common import async_command, fail, pairs, settings
 
 if TYPE_CHECKING:
     from crawlfleet.cli.fetching import Page
-    from crawlfleet.extract import PageOutput
+    from crawlfleet.worker.extract import PageOutput
 
 
 @click.command()
@@ -84,10 +84,11 @@ def _run(
     """The callback's output through the job runtime a worker uses, or its traceback."""
     import time
 
+    from crawlfleet.data.captures import Provenance
     from crawlfleet.errors import ParseError, TooComplex, TooManyItems
-    from crawlfleet.extract import JobRuntime, Provenance
     from crawlfleet.model import Job, JobState
     from crawlfleet.spiders import spider_instance
+    from crawlfleet.worker.extract import JobRuntime
 
     spider_instance(spider_cls)  # a spider that cannot be built: one line, before anything else
     job = Job(0, spider_cls.name, spider_cls.__module__, JobState.RUNNING, {}, time.time())

@@ -73,7 +73,7 @@ async def _jobs(store: Frontier, job: str | None) -> list[str]:
 async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
     from dataclasses import asdict
 
-    from crawlfleet.runner import is_finished
+    from crawlfleet.local.runner import is_finished
 
     out = []
     for name in names:
@@ -87,7 +87,7 @@ async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
     import time
 
     from crawlfleet.cli.views import fleet_lines, status_block
-    from crawlfleet.overview import read_overview
+    from crawlfleet.monitor.overview import read_overview
 
     if not names:
         return ["no jobs"]

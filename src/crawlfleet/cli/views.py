@@ -13,8 +13,8 @@ from crawlfleet.model import Job, JobState, JobStats
 
 if TYPE_CHECKING:
     from crawlfleet.frontier.ports import JobActivity
-    from crawlfleet.overview import Overview
-    from crawlfleet.runner import CrawlReport
+    from crawlfleet.local.runner import CrawlReport
+    from crawlfleet.monitor.overview import Overview
 
 #: most domains and workers ``status`` lists (the busiest first)
 LISTED = 8
@@ -28,7 +28,7 @@ def when(timestamp: float | None) -> str:
 
 
 def finished(stats: JobStats) -> bool:
-    from crawlfleet.runner import is_finished
+    from crawlfleet.local.runner import is_finished
 
     return is_finished(stats)
 

@@ -79,7 +79,7 @@ def worker(
     overrides: dict[str, Any] = {"queue": queue, "worker.concurrency": concurrency}
     job_list = list(jobs) or None
     if coordinated:
-        import crawlfleet.worker  # noqa: F401 - imported while the coordinator submits the job
+        import crawlfleet.worker.loops  # noqa: F401 - imported while the coordinator submits the job
 
         message = _wait_for_start()
         overrides.update(message.get("overrides", {}))
@@ -147,7 +147,7 @@ async def _worker(
 ) -> None:
     import logging
 
-    from crawlfleet.worker import Worker
+    from crawlfleet.worker.loops import Worker
 
     log = logging.getLogger("crawlfleet.worker")
     async with opened(s) as store:

@@ -12,7 +12,7 @@ from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import TrapRules
 
 if TYPE_CHECKING:
-    from crawlfleet.alerts import AlertRules
+    from crawlfleet.monitor.alerts import AlertRules
     from crawlfleet.routes.pools import RoutesConfig
 
 __all__ = [
@@ -157,7 +157,7 @@ class ControlSettings:
     __repr__ = masked_repr
 
     def alert_rules(self) -> AlertRules:
-        from crawlfleet.alerts import AlertRules
+        from crawlfleet.monitor.alerts import AlertRules
 
         return AlertRules(self.alert_oldest_age, self.alert_block_rate, self.alert_validation_rate)
 

@@ -27,10 +27,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from crawlfleet.control.raw import snapshot_response
 from crawlfleet.control.state import ControlState
-from crawlfleet.fleet_metrics import FleetCollector
+from crawlfleet.local.runner import is_finished
 from crawlfleet.model import DeadLetter, DeadReason, JobState
-from crawlfleet.overview import DomainView, JobView, Overview, RouteView, WorkerView
-from crawlfleet.runner import is_finished
+from crawlfleet.monitor.fleet import FleetCollector
+from crawlfleet.monitor.overview import DomainView, JobView, Overview, RouteView, WorkerView
 from crawlfleet.urls import mask_credentials
 
 __all__ = ["STATE", "register"]

@@ -14,10 +14,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from crawlfleet.metrics import FETCHED, SUCCESS
+from crawlfleet.monitor.metrics import FETCHED, SUCCESS
 
 if TYPE_CHECKING:
-    from crawlfleet.overview import Overview
+    from crawlfleet.monitor.overview import Overview
 
 __all__ = ["History", "Point"]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from crawlfleet.control.history import History
 from crawlfleet.errors import CrawlfleetError
-from crawlfleet.overview import Overview, read_overview
+from crawlfleet.monitor.overview import Overview, read_overview
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings

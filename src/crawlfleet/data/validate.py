@@ -23,8 +23,19 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from crawlfleet.data import jsonsafe
+from crawlfleet.data.captures import Provenance
+from crawlfleet.errors import SpiderLoadError
+from crawlfleet.model import QuarantineRow, RecordRow
 
-__all__ = ["Invalid", "RecordValidator", "Valid", "invalid_from_exception"]
+__all__ = [
+    "Invalid",
+    "RecordValidator",
+    "Valid",
+    "invalid_from_exception",
+    "quarantine_row",
+    "record_validator",
+    "refused_record",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,3 +202,45 @@ def _json_safe(obj: Any) -> Any:
 
 def _short_repr(obj: Any) -> str:
     return reprlib.repr(obj)  # bounded in depth and length, whatever obj is
+
+
+def record_validator(spider_cls: type[Any]) -> RecordValidator:
+    """The spider class's record checks (``item``, ``item_key``); a bad ``item_key`` is refused with
+    one line naming the spider (:class:`~crawlfleet.errors.SpiderLoadError`)."""
+    try:
+        return RecordValidator(spider_cls.item, spider_cls.item_key)
+    except (TypeError, ValueError) as exc:
+        raise SpiderLoadError(f"spider {spider_cls.__name__}: {exc}") from None
+
+
+def quarantine_row(
+    invalid: Invalid, page_url: str, fetched_at: float, warc: Provenance
+) -> QuarantineRow:
+    """The quarantine row of a record that failed its checks on the page at ``page_url``."""
+    return QuarantineRow(
+        invalid.data,
+        invalid.errors,
+        page_url,
+        fetched_at,
+        warc.file,
+        warc.record_id,
+        warc.refers_to_file,
+        warc.refers_to,
+    )
+
+
+def refused_record(r: RecordRow, exc: BaseException) -> QuarantineRow:
+    """The quarantine row of a record the store refused (``store_refused``, and why)."""
+    kind = getattr(exc, "kind", type(exc).__name__)
+    line = (str(exc).strip().splitlines() or [""])[0][:300]
+    error = {"type": "store_refused", "loc": [], "msg": f"{kind}: {line}", "input": r.key}
+    return QuarantineRow(
+        r.data,
+        [error],
+        r.url,
+        r.fetched_at,
+        r.warc_file,
+        r.warc_record_id,
+        r.warc_refers_to_file,
+        r.warc_refers_to,
+    )

@@ -65,7 +65,6 @@ __all__ = [
     "quarantine_values",
     "record_from_row",
     "record_values",
-    "refused_record",
     "request_values",
 ]
 
@@ -181,23 +180,6 @@ def record_values(r: RecordRow) -> tuple[Any, ...]:
             raise jsonsafe.Unstorable("unstorable_text", "the record key or URL is not UTF-8 text")
     return (
         jsonsafe.dumps(r.data),
-        r.url,
-        r.fetched_at,
-        r.warc_file,
-        r.warc_record_id,
-        r.warc_refers_to_file,
-        r.warc_refers_to,
-    )
-
-
-def refused_record(r: RecordRow, exc: BaseException) -> QuarantineRow:
-    """The quarantine row of a record the store refused (``store_refused``, and why)."""
-    kind = getattr(exc, "kind", type(exc).__name__)
-    line = (str(exc).strip().splitlines() or [""])[0][:300]
-    error = {"type": "store_refused", "loc": [], "msg": f"{kind}: {line}", "input": r.key}
-    return QuarantineRow(
-        r.data,
-        [error],
         r.url,
         r.fetched_at,
         r.warc_file,

@@ -23,6 +23,7 @@ import asyncpg
 
 from crawlfleet.cache import BoundedSet
 from crawlfleet.data.jsonsafe import Unstorable
+from crawlfleet.data.validate import refused_record
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
@@ -39,7 +40,6 @@ from crawlfleet.frontier.common import (
     quarantine_values,
     record_from_row,
     record_values,
-    refused_record,
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crawlfleet.data.jsonsafe import Unstorable
+from crawlfleet.data.validate import refused_record
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
@@ -37,7 +38,6 @@ from crawlfleet.frontier.common import (
     quarantine_values,
     record_from_row,
     record_values,
-    refused_record,
     request_values,
 )
 from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults

@@ -445,3 +445,15 @@ def _count(entry: Mapping[str, Any], key: str, label: str, *, minimum: int = 1) 
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{label}: {key} must be a whole number >= {minimum}")
     return value
+
+
+def unknown_pool(names: Iterable[str], known: Iterable[str]) -> str | None:
+    """Why a request naming route pools ``names`` cannot be queued (one line), or None if every
+    one of them is in ``known``."""
+    pools = sorted(known)
+    for name in names:
+        if name not in pools:
+            close = difflib.get_close_matches(name, pools, n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return f"no route pool named {name!r}{hint}"
+    return None

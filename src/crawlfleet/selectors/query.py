@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
 
-from crawlfleet.css import BOOLEAN_ATTRIBUTES, CompiledCss, CssGroup, compile_css
-from crawlfleet.document import Document
+from crawlfleet.selectors.css import BOOLEAN_ATTRIBUTES, CompiledCss, CssGroup, compile_css
+from crawlfleet.selectors.document import Document
 
 if TYPE_CHECKING:
     import parsel

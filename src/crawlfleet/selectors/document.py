@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from crawlfleet import nesting
 from crawlfleet.errors import TooComplex
+from crawlfleet.selectors import nesting
 
 if TYPE_CHECKING:
     from parsel import Selector as ParselSelector

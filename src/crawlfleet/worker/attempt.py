@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from crawlfleet.data.captures import Provenance
 from crawlfleet.data.warc import Capture, WarcRef, mask_form_secrets
 from crawlfleet.errors import (
     FetchError,
@@ -32,11 +33,9 @@ from crawlfleet.errors import (
     TooManyItems,
 )
 from crawlfleet.events import AttemptEvent, EventBus
-from crawlfleet.extract import PageOutput, Provenance
 from crawlfleet.fetch.base import Fetcher, FetchRequest, HopCheck
 from crawlfleet.fetch.robots import Gate
 from crawlfleet.model import Completion, DeadReason, Failure, Lease, LeaseRef, Outcome
-from crawlfleet.offloop import OffLoop
 from crawlfleet.policy.blocks import Verdict as BlockKind
 from crawlfleet.policy.classify import classify, outcome_for_error
 from crawlfleet.policy.retry import RetryDecision, decide, parse_retry_after
@@ -45,13 +44,15 @@ from crawlfleet.response import Response
 from crawlfleet.routes.identities import Identities
 from crawlfleet.routes.pools import DIRECT
 from crawlfleet.urls import host_of, in_scope, mask_credentials, origin_of
+from crawlfleet.worker.extract import PageOutput
+from crawlfleet.worker.offloop import OffLoop
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
     from crawlfleet.fetch.base import FetchResult
-    from crawlfleet.jobs import JobContext
     from crawlfleet.routes.pools import Route
     from crawlfleet.routes.sessions import Session
+    from crawlfleet.worker.jobs import JobContext
 
 __all__ = ["Attempt", "GiveBack", "Pipeline", "Verdict"]
 

@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from crawlfleet.alerts import Alert, AlertRules, evaluate
 from crawlfleet.frontier.ports import (
     DomainQueue,
     FleetCounts,
@@ -27,8 +26,9 @@ from crawlfleet.frontier.ports import (
     RouteRow,
     WorkerStats,
 )
-from crawlfleet.metrics import FETCHED, SUCCESS, Samples, merge, total
 from crawlfleet.model import JobState, JobStats
+from crawlfleet.monitor.alerts import Alert, AlertRules, evaluate
+from crawlfleet.monitor.metrics import FETCHED, SUCCESS, Samples, merge, total
 from crawlfleet.policy.health import Breaker, PoolHealth, RouteStats, pool_health
 
 __all__ = [

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from crawlfleet.cache import share
 from crawlfleet.config import Settings
-from crawlfleet.custom_settings import for_spider
+from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.data.rawstore import RawStore, open_raw_store
 from crawlfleet.data.warc import WarcWriter
 from crawlfleet.errors import CrawlfleetError, SpiderLoadError
-from crawlfleet.extract import JobRuntime, trap_rules
 from crawlfleet.fetch.base import Fetcher, FetcherPool
 from crawlfleet.fetch.http import FetchSettings, HttpClient, HttpFetcher
 from crawlfleet.fetch.robots import RobotsCache, RobotsGate
 from crawlfleet.frontier.ports import Jobs, Pacing
 from crawlfleet.routes.pools import DIRECT, Route, RoutesConfig
 from crawlfleet.spiders import load_job_spider
+from crawlfleet.worker.extract import JobRuntime, trap_rules
 
 if TYPE_CHECKING:
     from crawlfleet.fetch.browser import BrowserSettings

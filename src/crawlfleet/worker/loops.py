@@ -29,19 +29,19 @@ from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from crawlfleet import metrics
-from crawlfleet.attempt import GiveBack, Pipeline
 from crawlfleet.config import Settings
 from crawlfleet.errors import StoreError, WorkerStopped
 from crawlfleet.events import EventBus, Leased, LeasesLost
-from crawlfleet.extract import JobRuntime
 from crawlfleet.frontier.ports import Frontier, WorkerStats
 from crawlfleet.frontier.upkeep import UPKEEP_EVERY
-from crawlfleet.jobs import JobContexts
 from crawlfleet.model import KINDS, Completion, Failure, JobState, Lease, LeaseRef
+from crawlfleet.monitor import metrics
 from crawlfleet.routes.identities import Identities
 from crawlfleet.routes.pools import RoutesConfig
 from crawlfleet.urls import mask_credentials
+from crawlfleet.worker.attempt import GiveBack, Pipeline
+from crawlfleet.worker.extract import JobRuntime
+from crawlfleet.worker.jobs import JobContexts
 
 log = logging.getLogger("crawlfleet.worker")
 
@@ -527,7 +527,7 @@ def _contained(completion: Completion, exc: BaseException) -> Completion:
     """``completion`` with its records quarantined (the store refused them) and no links."""
     from dataclasses import replace
 
-    from crawlfleet.frontier.common import refused_record
+    from crawlfleet.data.validate import refused_record
 
     quarantined = [*completion.quarantined, *(refused_record(r, exc) for r in completion.records)]
     return replace(completion, records=(), quarantined=quarantined, discovered=())

@@ -14,11 +14,10 @@ so they hold across the whole fleet.
 from __future__ import annotations
 
 import base64
-import difflib
 import hashlib
 import time
 import traceback
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,18 +27,19 @@ from pydantic import ValidationError
 from crawlfleet.cache import DEFAULT_CACHE_MEMORY, BoundedSet, sizes
 from crawlfleet.config.sections import WorkerSettings
 from crawlfleet.data import jsonsafe
-from crawlfleet.data.validate import Invalid, RecordValidator, invalid_from_exception
-from crawlfleet.data.warc import Capture
-from crawlfleet.errors import ParseError, SpiderLoadError, TooComplex, TooManyItems
-from crawlfleet.model import (
-    Job,
-    NewRequest,
-    QuarantineRow,
-    RecordRow,
+from crawlfleet.data.captures import Captures, Provenance
+from crawlfleet.data.validate import (
+    Invalid,
+    invalid_from_exception,
+    quarantine_row,
+    record_validator,
 )
+from crawlfleet.errors import ParseError, TooComplex, TooManyItems
+from crawlfleet.model import Job, NewRequest, QuarantineRow, RecordRow
 from crawlfleet.policy.fetchers import fetcher_for
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.response import Response
+from crawlfleet.routes.pools import unknown_pool
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import (
     LinkCanonicalizer,
@@ -78,82 +78,11 @@ class RobotsVerdict(Protocol):
 
 #: most hosts whose scope verdict a job remembers (a broad crawl meets many)
 SCOPE_HOSTS_MAX = 10_000
-#: most archived payloads remembered for WARC revisit records (least recently used go first)
-CAPTURES_MAX = sizes(DEFAULT_CACHE_MEMORY).captures
-
-
-@dataclass(frozen=True, slots=True)
-class Provenance:
-    """Where a page's records come from: its WARC record, and the first capture of the same
-    payload when the page was archived as a revisit (``refers_to_*``)."""
-
-    file: str | None = None
-    record_id: str | None = None
-    refers_to_file: str | None = None
-    refers_to: str | None = None
-
-
-class Captures:
-    """Payloads this worker archived in full, by content hash: a later page with the same bytes
-    is archived as a ``revisit`` of the first capture instead of storing the bytes again.
-
-    A capture is remembered as soon as its page is judged data (not a block or an error): the
-    revisit follows it in the same WARC stream, so whenever the revisit is durable, so is the
-    capture. Whether the store took the page is noted apart (:meth:`confirm`): only such pages
-    count as parsed for a spider's ``skip_duplicate_content`` (a refused lease's page is fetched
-    again elsewhere, and its records come from there). A cache: bounded, and a miss only costs a
-    full copy in the WARC, never a page or a record.
-    """
-
-    def __init__(self, max_size: int = CAPTURES_MAX) -> None:
-        self.max_size = max_size
-        self._by_hash: OrderedDict[bytes, Capture] = OrderedDict()
-        self._confirmed: set[bytes] = set()
-
-    def get(self, digest: bytes) -> Capture | None:
-        capture = self._by_hash.get(digest)
-        if capture is not None:
-            self._by_hash.move_to_end(digest)
-        return capture
-
-    def resize(self, max_size: int) -> None:
-        """Remember at most ``max_size`` captures from now on (the oldest go first)."""
-        self.max_size = max_size
-        while len(self._by_hash) > max_size:
-            gone, _ = self._by_hash.popitem(last=False)
-            self._confirmed.discard(gone)
-
-    def remember(self, digest: bytes, capture: Capture) -> None:
-        self._by_hash.setdefault(digest, capture)
-        if len(self._by_hash) > self.max_size:
-            gone, _ = self._by_hash.popitem(last=False)
-            self._confirmed.discard(gone)
-
-    def confirm(self, digest: bytes) -> None:
-        """The store accepted a page with this content: its output is in the store."""
-        if digest in self._by_hash:
-            self._confirmed.add(digest)
-
-    def parsed(self, digest: bytes) -> bool:
-        """Whether a page with this content was parsed and its output accepted by the store."""
-        return digest in self._confirmed
-
-    def __len__(self) -> int:
-        return len(self._by_hash)
 
 
 def _seen_key(fp: bytes) -> int:
     # 8 bytes of a 16-byte fingerprint: the in-memory set is a pre-filter, the store decides
     return int.from_bytes(fp[:8], "little")
-
-
-def record_validator(spider_cls: type[Spider]) -> RecordValidator:
-    """The spider's record checks (``item``, ``item_key``); a bad ``item_key`` is refused with
-    one line naming the spider (:class:`~crawlfleet.errors.SpiderLoadError`)."""
-    try:
-        return RecordValidator(spider_cls.item, spider_cls.item_key)
-    except (TypeError, ValueError) as exc:
-        raise SpiderLoadError(f"spider {spider_cls.__name__}: {exc}") from None
 
 
 def trap_rules(spider_cls: type[Spider], settings: Settings | None = None) -> TrapRules:
@@ -408,7 +337,9 @@ class JobRuntime:
                     self._record(obj, page_url, position, fetched_at, warc, out)
                     position += 1
         except ValidationError as exc:  # the spider built its model with bad data
-            self._quarantine(invalid_from_exception(exc), page_url, fetched_at, warc, out)
+            out.quarantined.append(
+                quarantine_row(invalid_from_exception(exc), page_url, fetched_at, warc)
+            )
         except ParseError:
             raise
         except Exception as exc:
@@ -470,7 +401,7 @@ class JobRuntime:
             return
         checked = self.validator.check(obj, page_url=page_url, position=position)
         if isinstance(checked, Invalid):
-            self._quarantine(checked, page_url, fetched_at, warc, out)
+            out.quarantined.append(quarantine_row(checked, page_url, fetched_at, warc))
         else:
             out.records.append(
                 RecordRow(
@@ -484,39 +415,6 @@ class JobRuntime:
                     warc.refers_to,
                 )
             )
-
-    @staticmethod
-    def _quarantine(
-        invalid: Invalid,
-        page_url: str,
-        fetched_at: float,
-        warc: Provenance,
-        out: PageOutput,
-    ) -> None:
-        out.quarantined.append(
-            QuarantineRow(
-                invalid.data,
-                invalid.errors,
-                page_url,
-                fetched_at,
-                warc.file,
-                warc.record_id,
-                warc.refers_to_file,
-                warc.refers_to,
-            )
-        )
-
-
-def unknown_pool(names: Iterable[str], known: Iterable[str]) -> str | None:
-    """Why a request naming route pools ``names`` cannot be queued (one line), or None if every
-    one of them is in ``known``."""
-    pools = sorted(known)
-    for name in names:
-        if name not in pools:
-            close = difflib.get_close_matches(name, pools, n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            return f"no route pool named {name!r}{hint}"
-    return None
 
 
 def basic_authorization(user: str, password: str) -> str:

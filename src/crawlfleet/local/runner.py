@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from crawlfleet.errors import UsageError
+from crawlfleet.local.output import RecordTail, finish_output, open_tail
 from crawlfleet.model import JobState, JobStats
-from crawlfleet.output import RecordTail, finish_output, open_tail
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
     from crawlfleet.frontier.ports import Frontier, JobActivity
-    from crawlfleet.output import Output
-    from crawlfleet.pool import WorkerPool
+    from crawlfleet.local.output import Output
+    from crawlfleet.local.pool import WorkerPool
 
 __all__ = [
     "CrawlPlan",
@@ -157,7 +157,7 @@ def worker_pool(workers: int, worker_argv: Sequence[str], browser_workers: int =
     """The local workers of a crawl, not started yet. Started first (``await pool.start()``),
     they import while the coordinator loads the spider and opens the store; they learn the
     queue and the job from :meth:`WorkerPool.go` (their settings file is the coordinator's)."""
-    from crawlfleet.pool import WorkerPool
+    from crawlfleet.local.pool import WorkerPool
 
     return WorkerPool(workers, browser_workers=browser_workers, argv=worker_argv)
 

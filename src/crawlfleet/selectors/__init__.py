@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 from selectolax.lexbor import LexborNode
 from w3lib.html import replace_entities
 
-from crawlfleet.css import CssExpressionError, CssSyntaxError, compile_css
-from crawlfleet.document import Document
-from crawlfleet.query import Raw, attributes, is_element, select
+from crawlfleet.selectors.css import CssExpressionError, CssSyntaxError, compile_css
+from crawlfleet.selectors.document import Document
+from crawlfleet.selectors.query import Raw, attributes, is_element, select
 
 if TYPE_CHECKING:
     import parsel

@@ -17,9 +17,9 @@ from typing import Any, Final
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from crawlfleet.metrics import DOMAIN_CAP, OTHER, ROUTE_CAP, WorkerMetrics, success_family
 from crawlfleet.model import KINDS
-from crawlfleet.overview import Overview
+from crawlfleet.monitor.metrics import DOMAIN_CAP, OTHER, ROUTE_CAP, WorkerMetrics, success_family
+from crawlfleet.monitor.overview import Overview
 
 __all__ = ["FleetCollector", "store_families"]
 
@@ -155,7 +155,7 @@ def store_families(ov: Overview) -> Iterator[Metric]:
 
 
 def _rules() -> tuple[str, ...]:
-    from crawlfleet.alerts import RULES
+    from crawlfleet.monitor.alerts import RULES
 
     return RULES
 
