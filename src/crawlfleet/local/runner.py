@@ -50,8 +50,13 @@ __all__ = [
 
 log = logging.getLogger("crawlfleet.crawl")
 
-#: seconds between two looks at the job's progress
+#: seconds between two looks at whether the job is finished (one indexed row)
 POLL = 0.25
+#: least seconds between two reads of the job's counts for the display (a read counts the
+#: job's requests: milliseconds at a few thousand, more as the job grows) ...
+STATS_EVERY = 1.0
+#: ... and at most this share of the time spent reading them, however big the job
+STATS_SHARE = 0.02
 #: seconds between two reads of new records for the output
 TAIL_EVERY = 1.0
 
@@ -233,16 +238,22 @@ async def _run(
     await pool.go({"jobs": [name], "overrides": overrides, "kinds": kinds})
     log.info("%d workers run job %s", pool.n, name)
     stop = _Stopper(pool, view, plan.settings.lease_ttl)
+    counts = _Counts(store, name, stats)
     last_tail = 0.0
     with stop.installed():
         while True:
             await stop.sleep(POLL)
-            stats = await store.stats(name)
-            view.update(stats, time.monotonic() - started)
+            # the cheap look every poll, the counts when due or when it says done (a cancelled
+            # job is finished with requests queued: its counts say so within STATS_EVERY)
+            done = await store.is_finished(name)
+            finished = False
+            if done or counts.due():
+                stats = await counts.read()
+                view.update(stats, time.monotonic() - started)
+                finished = is_finished(stats)
             if tail is not None and time.monotonic() - last_tail >= TAIL_EVERY:
                 last_tail = time.monotonic()
                 await tail.poll()
-            finished = is_finished(stats)
             if not await pool.check(finished):
                 continue
             if finished or stop.how:
@@ -256,6 +267,26 @@ async def _run(
     stats = await store.stats(name)
     view.update(stats, time.monotonic() - started)
     return CrawlReport(name, stats, time.monotonic() - started, interrupted=stop.how)
+
+
+class _Counts:
+    """The job's counts as the coordinator last read them, read again when due: every
+    :data:`STATS_EVERY` seconds, but never more than :data:`STATS_SHARE` of the time (a read
+    that took 30 ms is not repeated for 1.5 s)."""
+
+    def __init__(self, store: Frontier, name: str, stats: JobStats) -> None:
+        self.store, self.name, self.stats = store, name, stats
+        self._due = time.monotonic() + STATS_EVERY
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._due
+
+    async def read(self) -> JobStats:
+        started = time.monotonic()
+        self.stats = await self.store.stats(self.name)
+        took = time.monotonic() - started
+        self._due = time.monotonic() + max(STATS_EVERY, took / STATS_SHARE)
+        return self.stats
 
 
 class _Stopper:
