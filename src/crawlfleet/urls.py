@@ -357,6 +357,21 @@ def _is_plain_path(url: str, start: int) -> bool:
     return "/." not in url[start:] or not any(seg in (".", "..") for seg in url[start:].split("/"))
 
 
+#: most origins a LinkCanonicalizer remembers the canonical form of (a broad crawl meets many)
+_ORIGINS_MAX = 10_000
+
+
+def _plain_origin(prefix: str) -> tuple[str | None, str]:
+    """``(prefix, host)`` if the origin ``prefix`` (``scheme://host[:port]``) is canonical as
+    written, else ``(None, "")``."""
+    try:
+        # as requests are asked: without the base's credentials (a base with them is never plain)
+        canonical, host = _finish(_parse(prefix + "/"), frozenset(), userinfo=False)
+    except ValueError:
+        return None, ""
+    return (prefix, host) if canonical == prefix + "/" else (None, "")
+
+
 class LinkCanonicalizer:
     """Resolve links found on pages to ``(canonical_url, fingerprint, host)``, with a cache.
 
@@ -371,7 +386,7 @@ class LinkCanonicalizer:
     written: it is taken as it is, without a parse (most new links of a broad crawl).
     """
 
-    __slots__ = ("_base", "_cache", "_host", "_plain", "_prefix", "_session_params")
+    __slots__ = ("_base", "_cache", "_host", "_origins", "_plain", "_prefix", "_session_params")
 
     def __init__(
         self,
@@ -386,6 +401,9 @@ class LinkCanonicalizer:
         self._prefix: str | None = None
         self._plain: str | None = None  # the base's origin, when it is canonical
         self._host = ""  # and its host
+        # per origin of a base: (the origin if canonical, its host): every page of a site has a
+        # base of its own but one origin, parsed once
+        self._origins: dict[str, tuple[str | None, str]] = {}
 
     def resolve(self, href: str, base: str) -> _Result | None:
         """The link ``href`` on the page at ``base`` (an absolute, canonical URL) as a request:
@@ -455,18 +473,16 @@ class LinkCanonicalizer:
         self._base = base
         start = base.find("://")
         end = base.find("/", start + 3) if start > 0 else -1
-        self._prefix = base[:end] if end > 0 else None
+        prefix = self._prefix = base[:end] if end > 0 else None
         self._plain = None
-        if self._prefix is not None:
-            try:
-                # as requests are asked: without the base's credentials (a base with them
-                # is never plain)
-                canonical, host = _finish(_parse(self._prefix + "/"), frozenset(), userinfo=False)
-            except ValueError:
-                return self._prefix
-            if canonical == self._prefix + "/":
-                self._plain, self._host = self._prefix, host
-        return self._prefix
+        if prefix is not None:
+            known = self._origins.get(prefix)
+            if known is None:
+                if len(self._origins) >= _ORIGINS_MAX:
+                    self._origins.clear()
+                known = self._origins[prefix] = _plain_origin(prefix)
+            self._plain, self._host = known
+        return prefix
 
     def _compute(self, absolute: str | None, href: str, base: str) -> _Result | None:
         try:
