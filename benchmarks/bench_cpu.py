@@ -70,14 +70,16 @@ SAMPLE_EVERY = 0.05
 
 def commands(queue: str | None) -> dict[str, list[str]]:
     """Each run's command line; run with cwd = a fresh directory that receives ``out.jsonl``."""
-    crawl = [sys.executable, "-m", "crawlfleet", "-q", "crawl", str(HERE / "shop_spider.py")]
+    crawl = [sys.executable, "-m", "crawlfleet", "crawl", str(HERE / "shop_spider.py")]
     crawl += ["--workers", "1", "-o", "out.jsonl"]
     out = {
         "bare": [sys.executable, str(HERE / "bare_loop.py"), "-o", "out.jsonl"],
         "crawlfleet": crawl,
         "before": crawl,
-        "scrapy": [sys.executable, "-m", "scrapy", "runspider", str(HERE / "scrapy_shop.py")]
-        + ["-O", "out.jsonl", "-s", "LOG_LEVEL=WARNING"],
+        "scrapy": [
+            *(sys.executable, "-m", "scrapy", "runspider", str(HERE / "scrapy_shop.py")),
+            *("-O", "out.jsonl", "-s", "LOG_LEVEL=WARNING"),
+        ],
     }
     if queue:
         out["crawlfleet-pg"] = [*crawl, "--queue", queue]
@@ -91,6 +93,7 @@ def commands(queue: str | None) -> dict[str, list[str]]:
 class Proc:
     pid: int
     role: str
+    cmdline: bytes = b""
     cpu: float = 0.0  # its own threads' CPU seconds, as last read
     reaped: float = 0.0  # CPU seconds of its children it has waited for, as last read
     threads: dict[int, float] = field(default_factory=dict)  # tid -> CPU seconds
@@ -120,14 +123,17 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _role(pid: int, root: int) -> str:
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _role(pid: int, root: int, cmdline: bytes) -> str:
     if pid == root:
         return "main"
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return "other"
-    return "worker" if b"worker" in argv else "other"
+    return "worker" if b"worker" in cmdline.split(b"\0") else "other"
 
 
 class TreeWatch:
@@ -162,10 +168,9 @@ class TreeWatch:
             if fields is None or fields[0] == "Z":
                 continue
             proc = self.procs.get(pid)
-            if proc is None:
-                proc = self.procs[pid] = Proc(pid, _role(pid, self.root))
-            elif proc.role == "other":  # first seen between fork and exec: look again
-                proc.role = _role(pid, self.root)
+            if proc is None or proc.role == "other":  # "other": maybe seen before its exec
+                cmdline = _cmdline(pid)
+                proc = self.procs[pid] = Proc(pid, _role(pid, self.root, cmdline), cmdline)
             # fields from "state": utime, stime, cutime, cstime are 11..14
             proc.cpu = (int(fields[11]) + int(fields[12])) / TICKS
             proc.reaped = (int(fields[13]) + int(fields[14])) / TICKS
@@ -384,7 +389,9 @@ def print_runs(runs: list[Run]) -> None:
     )
     for r in runs:
         split = {k: r.ms_per_page(v) for k, v in r.split.items()}
-        server = f"{r.ms_per_page(r.server_cpu_s):7.3f}" if r.server_cpu_s is not None else "      -"
+        server = "      -"
+        if r.server_cpu_s is not None:
+            server = f"{r.ms_per_page(r.server_cpu_s):7.3f}"
         threads = " ".join(f"{r.ms_per_page(t):.2f}" for t in r.threads[:5] if t > 0)
         status = "" if r.complete else f"  {'FAILED' if not r.ok else 'RECORDS'}: {r.error}"
         print(
