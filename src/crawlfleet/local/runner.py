@@ -23,7 +23,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
@@ -274,18 +274,24 @@ class _Counts:
     :data:`STATS_EVERY` seconds, but never more than :data:`STATS_SHARE` of the time (a read
     that took 30 ms is not repeated for 1.5 s)."""
 
-    def __init__(self, store: Frontier, name: str, stats: JobStats) -> None:
-        self.store, self.name, self.stats = store, name, stats
-        self._due = time.monotonic() + STATS_EVERY
+    def __init__(
+        self,
+        store: Frontier,
+        name: str,
+        stats: JobStats,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store, self.name, self.stats, self.clock = store, name, stats, clock
+        self._due = clock() + STATS_EVERY
 
     def due(self) -> bool:
-        return time.monotonic() >= self._due
+        return self.clock() >= self._due
 
     async def read(self) -> JobStats:
-        started = time.monotonic()
+        started = self.clock()
         self.stats = await self.store.stats(self.name)
-        took = time.monotonic() - started
-        self._due = time.monotonic() + max(STATS_EVERY, took / STATS_SHARE)
+        took = self.clock() - started
+        self._due = self.clock() + max(STATS_EVERY, took / STATS_SHARE)
         return self.stats
 
 
