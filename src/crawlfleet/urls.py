@@ -432,6 +432,9 @@ class LinkCanonicalizer:
         """The ``hrefs`` of a page at ``base`` whose :meth:`key` is not in ``known``, in order:
         :meth:`key` for a whole page's links in one loop (the links every page repeats)."""
         prefix = self._prefix if base == self._base else self._set_base(base)
+        # a BoundedSet's recent keys answer most of a page's links (its menus) without a call
+        fresh: Container[object] | None = getattr(known, "recent", None)
+        recent: Container[object] = () if fresh is None else fresh
         out = []
         for href in hrefs:
             if href.startswith(("http://", "https://")):
@@ -440,8 +443,12 @@ class LinkCanonicalizer:
                 key = prefix + href
             else:
                 key = (base, href)
+            if key in recent:
+                continue
             if key not in known:
                 out.append(href)
+            elif fresh is not None:  # an old key moved up: the generations may have turned
+                recent = getattr(known, "recent", recent)
         return out
 
     def resolve_key(self, key: object, href: str, base: str) -> _Result | None:
