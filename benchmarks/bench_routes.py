@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -100,9 +101,11 @@ def crawl(
     store = queue or f"sqlite:///{work / '.crawlfleet' / 'queue.db'}"
     watch = LaneWatch(store, urlsplit(base).hostname or "", sample)
     started = time.perf_counter()
+    cpu_before = _children_cpu()
     with watch:
         result = _crawlfleet(["crawl", "shop.py", "-o", "out.jsonl", *extra], work)
     wall = time.perf_counter() - started
+    cpu = _children_cpu() - cpu_before  # the crawl's processes (the shop and proxies run on)
     if result.returncode != 0:
         raise SystemExit(f"crawl failed in {work}:\n{result.stderr[-3000:]}")
     stats = shop_stats(base)
@@ -118,8 +121,14 @@ def crawl(
         "captchas": stats["faults"].get("captcha_wall", 0),
         "records": read_jsonl(work / "out.jsonl"),
         "clients": per_client(stats),
+        "cpu_s": cpu,
         "lanes": watch.summary(),
     }
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def per_client(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -246,6 +255,9 @@ def _print_lanes(row: dict[str, Any]) -> None:
     """Each route's address at the shop and its lane's pacing (medians over the samples)."""
     share = row["pages_per_s_bulk"] / row["allowed"] if row["allowed"] else 0.0
     print(f"       {share:.0%} of the {row['allowed']} requests/s the shop allows the routes")
+    busy = row["cpu_s"] / row["wall_s"] if row["wall_s"] else 0.0
+    per = 1000 * row["cpu_s"] / max(1, row["requests"])
+    print(f"       the crawl's processes: {busy:.2f} cores busy, {per:.2f} ms of CPU a request")
     for client, c in sorted(row["clients"].items()):
         print(
             f"       {client:<12} {c['requests']:>6.0f} requests, {c['rate']:5.1f}/s, "
