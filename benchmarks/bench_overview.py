@@ -100,9 +100,7 @@ async def fill(store: Frontier, n: int) -> None:
         for i in range(2000):
             d = f"d{i % DOMAINS}.test"
             m.observe(
-                AttemptEvent(
-                    "big", d, d, "http", Outcome.OK, latency=0.05, nbytes=40_000, records=1
-                )
+                AttemptEvent("big", d, "http", Outcome.OK, latency=0.05, nbytes=40_000, records=1)
             )
         row = WorkerStats(
             f"w{w}", 1.0, "http", "bench", w, time.time(), m.snapshot(), '{"pages_per_second": 50}'

@@ -36,7 +36,6 @@ class AttemptEvent:
     """
 
     job: str
-    lane: str
     domain: str
     fetcher: str
     outcome: Outcome | None

@@ -15,7 +15,7 @@ from crawlfleet.monitor.overview import build_overview
 
 
 def page(domain: str = "a.test", outcome: Outcome = Outcome.OK, **kw: object) -> AttemptEvent:
-    base: dict[str, object] = {"job": "j", "lane": domain, "domain": domain, "fetcher": "http"}
+    base: dict[str, object] = {"job": "j", "domain": domain, "fetcher": "http"}
     return AttemptEvent(**{**base, "outcome": outcome, **kw})  # type: ignore[arg-type]
 
 

@@ -7,15 +7,15 @@ from tests import block_pages as pages
 
 from crawlfleet.policy.blocks import (
     REASONS,
+    BlockKind,
     BlockVerdict,
-    Verdict,
     detect_block,
     visible_text_length,
 )
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 JSON = {"Content-Type": "application/json"}
-BLOCKED, SUSPECT, EMPTY, OK = Verdict.BLOCKED, Verdict.SUSPECT, Verdict.EMPTY, Verdict.OK
+BLOCKED, SUSPECT, EMPTY, OK = BlockKind.BLOCKED, BlockKind.SUSPECT, BlockKind.EMPTY, BlockKind.OK
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ BLOCKED, SUSPECT, EMPTY, OK = Verdict.BLOCKED, Verdict.SUSPECT, Verdict.EMPTY, V
         (b" \r\n\t ", EMPTY, "empty"),
     ],
 )
-def test_detect_block__pages(body: bytes, verdict: Verdict, reason: str) -> None:
+def test_detect_block__pages(body: bytes, verdict: BlockKind, reason: str) -> None:
     assert detect_block(200, HTML, body) == BlockVerdict(verdict, reason)
 
 
@@ -141,7 +141,7 @@ def test_detect_block__pages(body: bytes, verdict: Verdict, reason: str) -> None
     ],
 )
 def test_detect_block__statuses_and_types(
-    status: int, headers: dict[str, str], body: bytes, verdict: Verdict, reason: str
+    status: int, headers: dict[str, str], body: bytes, verdict: BlockKind, reason: str
 ) -> None:
     assert detect_block(status, headers, body) == BlockVerdict(verdict, reason)
 

@@ -13,7 +13,7 @@ from crawlfleet.errors import (
     TooManyRedirects,
     UnsupportedScheme,
 )
-from crawlfleet.policy.blocks import BlockVerdict, Verdict
+from crawlfleet.policy.blocks import BlockKind, BlockVerdict
 from crawlfleet.policy.classify import (
     EMPTY_ATTEMPTS,
     Classification,
@@ -126,18 +126,18 @@ def test_outcome_names_are_stable() -> None:
 def test_classify__an_empty_page_gets_a_bounded_retry_then_is_final(
     attempts: int, outcome: Outcome
 ) -> None:
-    empty = BlockVerdict(Verdict.EMPTY, "empty")
+    empty = BlockVerdict(BlockKind.EMPTY, "empty")
     assert classify(200, HTML, b"", attempts=attempts) == Classification(outcome, empty)
 
 
 @pytest.mark.parametrize(
     ("status", "body", "outcome", "verdict"),
     [
-        (200, PAGE, Outcome.OK, BlockVerdict(Verdict.OK)),
-        (200, CF_CHALLENGE, Outcome.BLOCKED, BlockVerdict(Verdict.BLOCKED, "vendor:cloudflare")),
-        (429, b"", Outcome.BLOCKED, BlockVerdict(Verdict.BLOCKED, "status:429")),
-        (404, SMALL_PAGE, Outcome.GONE, BlockVerdict(Verdict.OK)),
-        (502, CAPTCHA, Outcome.RETRYABLE_ERROR, BlockVerdict(Verdict.OK)),
+        (200, PAGE, Outcome.OK, BlockVerdict(BlockKind.OK)),
+        (200, CF_CHALLENGE, Outcome.BLOCKED, BlockVerdict(BlockKind.BLOCKED, "vendor:cloudflare")),
+        (429, b"", Outcome.BLOCKED, BlockVerdict(BlockKind.BLOCKED, "status:429")),
+        (404, SMALL_PAGE, Outcome.GONE, BlockVerdict(BlockKind.OK)),
+        (502, CAPTCHA, Outcome.RETRYABLE_ERROR, BlockVerdict(BlockKind.OK)),
     ],
 )
 def test_classify__outcome_and_verdict(
@@ -149,5 +149,7 @@ def test_classify__outcome_and_verdict(
 def test_classify__a_suspect_page_is_parsed() -> None:
     page = pages.PLAIN_PRODUCT.replace(b"</article>", b"<div id=px-captcha></div></article>")
     result = classify(200, HTML, page, has_expected=lambda: True)
-    assert result == Classification(Outcome.OK, BlockVerdict(Verdict.SUSPECT, "vendor:perimeterx"))
+    assert result == Classification(
+        Outcome.OK, BlockVerdict(BlockKind.SUSPECT, "vendor:perimeterx")
+    )
     assert classify(200, HTML, page, has_expected=lambda: False).outcome is Outcome.BLOCKED

@@ -70,7 +70,9 @@ def fetch_settings(settings: Settings, url: str, spider_cls: type[Spider] | None
     )
     hosts = {(urlsplit(url).hostname or "").lower()}
     if spider_cls is not None:
-        hosts |= spider_cls.seed_hosts()
+        from crawlfleet.spiders import spider_instance
+
+        hosts |= spider_instance(spider_cls).seed_hosts()
     return FetchSettings(
         timeout=s.fetch_timeout,
         max_body=s.max_body,
@@ -143,7 +145,7 @@ def _page(result: FetchResult, url: str, spider_cls: type[Spider] | None) -> Pag
     if spider_cls is not None:
         verdict = spider_cls().is_blocked(response) if _has_block_hook(spider_cls) else None
     c = classify(result.status, result.header_map, result.body, spider_verdict=verdict)
-    return Page(result, response, c.outcome.value, c.verdict.reason, time.time())
+    return Page(result, response, c.outcome.value, c.block.reason, time.time())
 
 
 def _has_block_hook(spider_cls: type[Spider]) -> bool:

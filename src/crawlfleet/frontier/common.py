@@ -54,7 +54,6 @@ __all__ = [
     "DOMAINS_PER_LEASE",
     "dead_from_row",
     "dead_reason_of",
-    "dumps",
     "fair_share",
     "job_from_row",
     "lane_rows",
@@ -66,10 +65,11 @@ __all__ = [
     "record_from_row",
     "record_values",
     "request_values",
+    "store_json",
 ]
 
 
-def dumps(value: Any) -> str:
+def store_json(value: Any) -> str:
     """Compact JSON, as the store keeps settings, meta, records and errors."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
@@ -83,12 +83,12 @@ def request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
         r.priority,
         r.depth,
         r.callback,
-        dumps(r.meta) if r.meta else None,
+        store_json(r.meta) if r.meta else None,
         r.method,
         r.body,
         r.fetcher,
         r.max_attempts or defaults.max_attempts,
-        dumps(dict(r.headers)) if r.headers else None,
+        store_json(dict(r.headers)) if r.headers else None,
         pool_tags(r.pool),
     )
 

@@ -7,7 +7,7 @@ URLs not to crawl at all.
 
 from __future__ import annotations
 
-from crawlfleet.policy.blocks import BlockVerdict, Verdict, detect_block
+from crawlfleet.policy.blocks import BlockKind, BlockVerdict, detect_block
 from crawlfleet.policy.classify import (
     Classification,
     Outcome,
@@ -20,6 +20,7 @@ from crawlfleet.policy.retry import RetryDecision, backoff, decide, parse_retry_
 from crawlfleet.policy.traps import TrapRules, check_url, url_pattern
 
 __all__ = [
+    "BlockKind",
     "BlockVerdict",
     "Classification",
     "Outcome",
@@ -27,7 +28,6 @@ __all__ = [
     "PacingState",
     "RetryDecision",
     "TrapRules",
-    "Verdict",
     "backoff",
     "check_url",
     "classify",

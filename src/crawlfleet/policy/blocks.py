@@ -24,11 +24,11 @@ a captcha in a login form, comment box or footer must not become blocks. That ch
 what keeps the common case cheap.
 
 A page the heuristics (tiers 2-3) call a block but that still holds the spider's expected
-content (``has_expected()`` returns True) is :attr:`Verdict.SUSPECT`: parse it, and report it,
+content (``has_expected()`` returns True) is :attr:`BlockKind.SUSPECT`: parse it, and report it,
 rather than drop data on a guess. The status tier and the spider's own ``is_blocked`` are never
 second-guessed.
 
-An empty 2xx HTML body (nothing but whitespace) is :attr:`Verdict.EMPTY`, not a block: it is
+An empty 2xx HTML body (nothing but whitespace) is :attr:`BlockKind.EMPTY`, not a block: it is
 usually a backend hiccup, worth a bounded retry (see ``classify.EMPTY_ATTEMPTS``), and blaming
 the route or retiring the session for it would be wrong. A spider whose site answers bots with
 empty pages says so in ``is_blocked``.
@@ -46,19 +46,21 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from crawlfleet.policy.mime import content_type
+
 __all__ = [
     "LINK_RICH",
     "REASONS",
     "SMALL_TEXT",
+    "BlockKind",
     "BlockVerdict",
-    "Verdict",
     "detect_block",
     "is_html",
     "visible_text_length",
 ]
 
 
-class Verdict(StrEnum):
+class BlockKind(StrEnum):
     """What a response is, as far as blocks go; stable names (metrics, attempt events)."""
 
     OK = "ok"
@@ -71,19 +73,19 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class BlockVerdict:
-    """A :class:`Verdict` and why (``reason`` is ``""`` for OK, else one of :data:`REASONS`)."""
+    """A :class:`BlockKind` and why (``reason`` is ``""`` for OK, else one of :data:`REASONS`)."""
 
-    verdict: Verdict
+    kind: BlockKind
     reason: str = ""
 
     @property
     def blocked(self) -> bool:
-        return self.verdict is Verdict.BLOCKED
+        return self.kind is BlockKind.BLOCKED
 
 
-_OK: Final = BlockVerdict(Verdict.OK)
-_EMPTY: Final = BlockVerdict(Verdict.EMPTY, "empty")
-_SPIDER: Final = BlockVerdict(Verdict.BLOCKED, "spider")
+_OK: Final = BlockVerdict(BlockKind.OK)
+_EMPTY: Final = BlockVerdict(BlockKind.EMPTY, "empty")
+_SPIDER: Final = BlockVerdict(BlockKind.BLOCKED, "spider")
 
 #: Links in the first :data:`LINK_SCAN_BYTES` that make a page "real" (not searched for markers).
 LINK_RICH: Final = 30
@@ -211,8 +213,8 @@ def detect_block(
     ``spider_verdict`` is the spider's own ``is_blocked(response)``: True makes any response a
     block (reason ``spider``); False turns the body heuristics off (the status tier stays: it is
     the server's own word). ``has_expected`` is called only when the heuristics call a page a
-    block; True turns that into :attr:`Verdict.SUSPECT`. Statuses that are neither 2xx nor in
-    the status tier are :attr:`Verdict.OK` here: they are errors, not blocks.
+    block; True turns that into :attr:`BlockKind.SUSPECT`. Statuses that are neither 2xx nor in
+    the status tier are :attr:`BlockKind.OK` here: they are errors, not blocks.
     """
     if spider_verdict:
         return _SPIDER
@@ -229,15 +231,15 @@ def detect_block(
     if reason is None:
         return _OK
     if has_expected is not None and has_expected():
-        return BlockVerdict(Verdict.SUSPECT, reason)
-    return BlockVerdict(Verdict.BLOCKED, reason)
+        return BlockVerdict(BlockKind.SUSPECT, reason)
+    return BlockVerdict(BlockKind.BLOCKED, reason)
 
 
 def _status_verdict(status: int, body: bytes, *, refine: bool) -> BlockVerdict:
     # The status decides; the markers only name who blocked (vendor:cloudflare beats status:403
     # in the block-rate metric).
     reason = _heuristic_reason(body) if refine and body else None
-    return BlockVerdict(Verdict.BLOCKED, reason or _STATUS_REASONS[status])
+    return BlockVerdict(BlockKind.BLOCKED, reason or _STATUS_REASONS[status])
 
 
 def _heuristic_reason(body: bytes) -> str | None:
@@ -341,17 +343,10 @@ def _past_open_block(html: bytes, start: int, end: int) -> int:
         pos = closed.end()
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    value = headers.get(name)
-    if value is None:
-        value = next((v for k, v in headers.items() if k.lower() == name), None)
-    return value
-
-
 def is_html(headers: Mapping[str, str], body: bytes) -> bool:
     """Whether a response is HTML: by ``Content-Type``, else sniffed (empty counts as HTML, so
     an empty untyped 200 is caught as an empty page)."""
-    content_type = _header(headers, "content-type")
-    if content_type is not None:
-        return "html" in content_type.lower()
+    declared = content_type(headers)  # the last one, as the Fetch standard reads them
+    if declared is not None:
+        return "html" in declared
     return body.lstrip()[:1] in (b"", b"<")

@@ -15,7 +15,7 @@ from typing import Final
 
 from crawlfleet.errors import FetchError, PermanentFetchError
 from crawlfleet.model import Outcome
-from crawlfleet.policy.blocks import BlockVerdict, Verdict, detect_block
+from crawlfleet.policy.blocks import BlockKind, BlockVerdict, detect_block
 
 __all__ = [
     "EMPTY_ATTEMPTS",
@@ -36,10 +36,10 @@ EMPTY_ATTEMPTS: Final = 2
 
 @dataclass(frozen=True, slots=True)
 class Classification:
-    """An attempt's :class:`Outcome` and the block verdict behind it (reason included)."""
+    """An attempt's :class:`Outcome` and the block verdict behind it (its kind and reason)."""
 
     outcome: Outcome
-    verdict: BlockVerdict
+    block: BlockVerdict
 
 
 def classify(
@@ -63,10 +63,10 @@ def classify(
     verdict = detect_block(
         status, headers, body, spider_verdict=spider_verdict, has_expected=has_expected
     )
-    match verdict.verdict:
-        case Verdict.BLOCKED:
+    match verdict.kind:
+        case BlockKind.BLOCKED:
             return Classification(Outcome.BLOCKED, verdict)
-        case Verdict.EMPTY:
+        case BlockKind.EMPTY:
             final = attempts >= EMPTY_ATTEMPTS
             outcome = Outcome.PERMANENT_ERROR if final else Outcome.RETRYABLE_ERROR
             return Classification(outcome, verdict)

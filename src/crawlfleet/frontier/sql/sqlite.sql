@@ -687,6 +687,13 @@ SELECT attempts, count(*) FROM requests
 WHERE job_id = ? AND state IN ('done', 'dead') AND attempts > 0
 GROUP BY attempts;
 
+-- name: robots_waiting
+-- the hosts whose requests wait for their robots.txt (retried without using an attempt while
+-- it cannot be read): progress and status name them, so that no request waits unseen
+SELECT domain, count(*), max(last_error) FROM requests
+WHERE job_id = ? AND state = 'queued' AND last_error LIKE 'robots.txt unreachable (%'
+GROUP BY domain ORDER BY count(*) DESC, domain LIMIT 5;
+
 -- name: traps_by_domain
 SELECT domain, count(*) FROM requests
 WHERE job_id = ? AND state = 'dead' AND dead_reason = 'trap'
@@ -713,10 +720,10 @@ WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?;
 -- name: dead_letters
 SELECT r.id, j.name, r.url, r.dead_reason, r.last_error, r.attempts, r.finished_at
 FROM requests r JOIN jobs j ON j.id = r.job_id
-WHERE r.state = 'dead' AND (:job IS NULL OR j.name = :job)
-  AND (:reason IS NULL OR r.dead_reason = :reason)
+WHERE r.state = 'dead' AND (?1 IS NULL OR j.name = ?1)
+  AND (?2 IS NULL OR r.dead_reason = ?2)
 ORDER BY r.finished_at DESC, r.id
-LIMIT :limit;
+LIMIT ?3;
 
 -- name: dead_letter
 SELECT r.id, j.name, r.url, r.dead_reason, r.last_error, r.attempts, r.finished_at
@@ -755,8 +762,8 @@ DELETE FROM jobs WHERE id = :job_id;
 
 -- name: job_activity
 SELECT (SELECT max(finished_at) FROM requests
-        WHERE job_id = :job_id AND state IN ('done', 'dead')),
-       (SELECT max(updated_at) FROM records WHERE job_id = :job_id);
+        WHERE job_id = ?1 AND state IN ('done', 'dead')),
+       (SELECT max(updated_at) FROM records WHERE job_id = ?1);
 
 -- name: dead_by_reason
 SELECT coalesce(dead_reason, 'too_many_retries'), count(*) FROM requests
@@ -769,14 +776,14 @@ WHERE job_id = ? AND state = 'leased'
 GROUP BY lease_owner ORDER BY lease_owner;
 
 -- name: records_since
--- keyset on (updated_at, key) along records_updated; a NULL key skips every record of :t
+-- keyset on (updated_at, key) along records_updated; a NULL key skips every record of ?2
 SELECT updated_at, key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
        warc_refers_to
 FROM records
-WHERE job_id = :job_id AND updated_at >= :t
-  AND (updated_at > :t OR (:k IS NOT NULL AND key > :k))
+WHERE job_id = ?1 AND updated_at >= ?2
+  AND (updated_at > ?2 OR (?3 IS NOT NULL AND key > ?3))
 ORDER BY updated_at, key
-LIMIT :limit;
+LIMIT ?4;
 
 -- name: migration_0012_worker_stats
 -- Schema version 12: what each worker process reports every few seconds (its counters as
@@ -819,10 +826,10 @@ FROM worker_stats WHERE last_seen >= ? ORDER BY worker, started_at;
 -- so the cost follows the backlog, not the crawl's history (CROSS JOIN keeps SQLite's planner
 -- from scanning every request instead: jobs are few, requests many).
 SELECT j.name, r.domain,
-       sum(r.state = 'queued' AND r.ready_at <= :now),
-       sum(r.state = 'queued' AND r.ready_at > :now),
+       sum(r.state = 'queued' AND r.ready_at <= ?1),
+       sum(r.state = 'queued' AND r.ready_at > ?1),
        sum(r.state = 'leased'),
-       min(CASE WHEN r.state = 'queued' AND r.ready_at <= :now THEN r.created_at END)
+       min(CASE WHEN r.state = 'queued' AND r.ready_at <= ?1 THEN r.created_at END)
 FROM jobs j CROSS JOIN requests r ON r.job_id = j.id AND r.state IN ('queued', 'leased')
 GROUP BY j.name, r.domain;
 
@@ -856,9 +863,9 @@ WHERE r.job_id = ? AND a.outcome = 'blocked';
 SELECT q.id, j.name, q.url, q.data, q.errors, q.fetched_at, q.warc_file, q.warc_record_id,
        q.warc_refers_to_file, q.warc_refers_to
 FROM quarantine q JOIN jobs j ON j.id = q.job_id
-WHERE (:job IS NULL OR j.name = :job)
+WHERE (?1 IS NULL OR j.name = ?1)
 ORDER BY q.id DESC
-LIMIT :limit;
+LIMIT ?2;
 
 -- name: quarantine_item
 SELECT q.id, j.name, q.url, q.data, q.errors, q.fetched_at, q.warc_file, q.warc_record_id,

@@ -1,326 +1,72 @@
-"""The fleet frontier: one PostgreSQL database shared by workers on any number of machines.
-
-Same contract and semantics as :mod:`crawlfleet.frontier.sqlite` (the reference); the SQL and the
-reasons behind it (SKIP LOCKED, lock order, indexes) are in ``sql/postgres.sql``. Every verb is one
-transaction of a few batched statements on a pooled asyncpg connection. The schema is versioned:
-``upgrade()`` (run by ``open()``, and by ``crawlfleet db upgrade``) applies pending migrations under
-an advisory lock, so a fleet that boots at once migrates once.
-"""
+"""The queue verbs of the postgres store: enqueue (with the trap budgets), lease, heartbeat,
+complete, fail, report (complete + fail + lease in one transaction), release and rescue."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import astuple
-from typing import Any, Final, TypeVar
+from typing import Any
 
 import asyncpg
 
-from crawlfleet.cache import BoundedSet
 from crawlfleet.data.jsonsafe import Unstorable
 from crawlfleet.data.validate import refused_record
-from crawlfleet.errors import StoreError, UsageError
+from crawlfleet.errors import StoreError
 from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
     ACTIVE_WINDOW,
     DOMAINS_PER_LEASE,
-    dead_from_row,
     dead_reason_of,
-    dumps,
-    job_from_row,
     lane_rows,
     lease_from_row,
-    quarantine_from_row,
-    quarantine_item_from_row,
     quarantine_values,
-    record_from_row,
     record_values,
     request_values,
 )
-from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
+from crawlfleet.frontier.jobs import JobDefaults
 from crawlfleet.frontier.ports import (
-    DomainQueue,
-    DomainState,
-    FleetCounts,
-    JobActivity,
-    LaneRow,
-    LeaseHolder,
-    QuarantineItem,
-    RecordCursor,
-    RouteRow,
     WorkerStats,
 )
-from crawlfleet.frontier.sql import queries
+from crawlfleet.frontier.postgres.connection import (
+    ENQUEUE_SLICE,
+    INSERT_RETURNING,
+    MAINTAIN_LOCK_TIMEOUT_MS,
+    PINNED_LOOKS,
+    STORE_TABLES,
+    Conn,
+    PostgresConnection,
+    Q,
+    _columns,
+    _count,
+    _json_rows,
+    _line,
+    _quote_ident,
+    _refs,
+    log,
+)
 from crawlfleet.frontier.upkeep import UPKEEP_EVERY, TableHealth
 from crawlfleet.frontier.upkeep import actions as upkeep_actions
 from crawlfleet.model import (
     KINDS,
-    AttemptRow,
     Completion,
-    DeadLetter,
-    DeadReason,
-    DomainLimits,
     Failure,
-    Job,
-    JobSpec,
-    JobState,
-    JobStats,
     Lease,
     LeaseRef,
     NewRequest,
     Outcome,
-    QuarantineRow,
     RecordRow,
     Settled,
 )
-from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import budget_keys, over_budget
 from crawlfleet.routes.pools import DIRECT
-from crawlfleet.urls import mask_credentials
-
-T = TypeVar("T")
-Q = queries("postgres")
-#: insert_requests for a job with page budgets: the rows actually inserted come back
-INSERT_RETURNING = Q["insert_requests"].removesuffix(";") + "\nRETURNING id, url, domain"
-Conn = Any  # asyncpg.Connection (asyncpg ships no type hints)
-log = logging.getLogger("crawlfleet.store")
-
-#: milliseconds a session may sit idle inside a transaction before the server ends it
-IDLE_IN_TRANSACTION_MS = 30_000
-#: versioned migrations, ``[(version, name, sql)]`` in order, from ``-- name: migration_NNNN_x``
-MIGRATIONS = sorted(
-    (int(name.split("_")[1]), name.split("_", 2)[2], sql)
-    for name, sql in Q.items()
-    if name.startswith("migration_")
-)
-SCHEMA_VERSION = MIGRATIONS[-1][0]
-#: times one lease call looks again at a domain found empty where pinned requests may be left to
-#: another of its lanes (the lane was one only they use, or they are waiting)
-PINNED_LOOKS = 4
-#: deadlocks are avoided by lock order; these are the rare leftovers, worth one more try
-_RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
-#: the tables maintain() looks after (in the store's schema; nothing else of a shared schema)
-STORE_TABLES: Final = (
-    "attempts",
-    "budgets",
-    "content",
-    "domains",
-    "jobs",
-    "lanes",
-    "page_types",
-    "quarantine",
-    "records",
-    "requests",
-    "routes",
-    "sessions",
-    "tier_moves",
-    "worker_stats",
-    "workers",
-)
-#: domains a process remembers having stored (PostgresFrontier._known_domains)
-KNOWN_DOMAINS: Final = 100_000
-#: most rows of one insert statement (an enqueue of more runs several, in one transaction)
-ENQUEUE_SLICE: Final = 10_000
-#: how long the upkeep waits for a table's lock (milliseconds)
-MAINTAIN_LOCK_TIMEOUT_MS: Final = 200
-_TX_ATTEMPTS = 5
 
 
-def _count(status: str) -> int:
-    """Rows affected, from a command tag such as ``INSERT 0 12`` or ``UPDATE 3``."""
-    return int(status.rsplit(" ", 1)[-1])
-
-
-class PostgresFrontier:
-    """The frontier contract on PostgreSQL (``postgresql://user@host/db``)."""
-
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        clock: Callable[[], float] = time.time,
-        schema: str | None = None,
-        min_size: int = 1,
-        max_size: int = 10,
-        pacing: PacingConfig | None = None,
-        create: bool = True,
-    ) -> None:
-        self.dsn = dsn
-        self.create = create  # False: open only an existing schema (read-only commands)
-        self.clock = clock
-        self.pacing = pacing or PacingConfig()
-        self.schema = schema
-        self.min_size = min_size
-        self.max_size = max_size
-        self._pool: Any = None  # asyncpg.Pool
-        self._job_ids: dict[str, int] = {}
-        self._job_defaults: dict[int, JobDefaults] = {}
-        #: domains this process knows the store has (their rows and lanes are not inserted
-        #: again); bounded: a broad crawl meets millions, and a forgotten one is only inserted
-        #: again (ON CONFLICT DO NOTHING)
-        self._known_domains: BoundedSet[str] = BoundedSet(KNOWN_DOMAINS)
-        #: one NOTIFY channel per schema: fleets in other schemas do not wake each other
-        self._channel = f"crawlfleet_work:{schema or ''}"
-        self._listener: Any = None  # asyncpg.Connection that LISTENs (see wait_for_work)
-        self._work = asyncio.Event()
-        self._maintained_at = -UPKEEP_EVERY  # time.monotonic() of the last maintain()
-        #: requests this process added since its last maintain(): the server's counters of them
-        #: reach pg_stat only a second or more after their transactions (a bulk submit, then
-        #: maintain() at once, would see nothing new)
-        self._added_since_upkeep = 0
-
-    def __repr__(self) -> str:
-        where = mask_credentials(self.dsn) + (f" schema={self.schema}" if self.schema else "")
-        return f"<PostgresFrontier {where}>"
-
-    # -- plumbing -------------------------------------------------------------------------------
-
-    def _where(self) -> str:
-        return mask_credentials(self.dsn)
-
-    def _settings(self) -> dict[str, str]:
-        settings = {"search_path": _quote_ident(self.schema)} if self.schema else {}
-        # A worker frozen inside a transaction (SIGSTOP, a stalled VM) would hold its row locks
-        # and block every other worker; the server ends such a session instead. Transactions
-        # here never sit idle between their statements for more than milliseconds.
-        settings["idle_in_transaction_session_timeout"] = str(IDLE_IN_TRANSACTION_MS)
-        return settings
-
-    async def open(self) -> None:
-        settings = self._settings()
-        try:
-            self._pool = await asyncpg.create_pool(
-                self.dsn,
-                min_size=self.min_size,
-                max_size=self.max_size,
-                server_settings=settings,
-                reset=_reset,
-            )
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-            where = self._where()
-            raise StoreError(f"cannot connect to queue store {where}: {_line(exc)}") from exc
-        try:
-            if not self.create and not await self._run(_has_schema, write=False):
-                where = self._where() + (f" schema {self.schema}" if self.schema else "")
-                raise UsageError(f"no queue store in {where} (crawlfleet db upgrade creates one)")
-            await self.upgrade()
-        except BaseException:
-            await self.close()
-            raise
-
-    async def close(self) -> None:
-        if self._listener is not None:
-            listener, self._listener = self._listener, None
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await listener.close(timeout=5)
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
-
-    async def __aenter__(self) -> PostgresFrontier:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, write: bool = True) -> T:
-        """Run ``fn(conn)`` in one transaction (retried on deadlock), store errors as StoreError."""
-        if self._pool is None:
-            raise StoreError("the PostgreSQL frontier is not open")
-        for attempt in range(_TX_ATTEMPTS):
-            try:
-                async with self._pool.acquire() as conn:
-                    if not write:
-                        return await fn(conn)
-                    async with conn.transaction():
-                        return await fn(conn)
-            except _RETRYABLE:
-                if attempt == _TX_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(0.01 * (attempt + 1))
-            except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError) as exc:
-                raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
-        raise AssertionError("unreachable")
-
-    async def upgrade(self) -> int:
-        """Apply pending schema migrations; returns the schema version. Safe to run concurrently."""
-
-        async def tx(conn: Conn) -> int:
-            await conn.execute(Q["advisory_lock"], self.schema or "")
-            if self.schema:
-                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
-                await conn.execute(f"SET LOCAL search_path TO {_quote_ident(self.schema)}")
-            await conn.execute(Q["meta_table"])
-            applied = {row[0] for row in await conn.fetch(Q["applied_versions"])}
-            for version, name, sql in MIGRATIONS:
-                if version not in applied:
-                    await conn.execute(sql)
-                    await conn.execute(Q["record_version"], version, name, self.clock())
-            current: int = await conn.fetchval(Q["schema_version"])
-            return current
-
-        return await self._run(tx)
-
-    # -- jobs -----------------------------------------------------------------------------------
-
-    async def submit_job(self, spec: JobSpec) -> Job:
-        settings = settings_with_defaults(spec)
-        args = (spec.name, spec.spider, dumps(settings), spec.max_attempts, self.clock())
-
-        async def tx(conn: Conn) -> None:
-            await conn.execute(Q["submit_job"], *args)
-            if spec.routes:
-                routes = sorted((r.id, r.pool, r.tier, r.cost) for r in spec.routes)
-                await conn.execute(Q["upsert_routes"], *_columns(routes, 4))
-            for domain, limits in sorted(spec.domain_limits.items()):
-                await self._upsert_domain(conn, domain, limits)
-
-        await self._run(tx)
-        job = await self.get_job(spec.name)
-        assert job is not None
-        return job
-
-    async def _upsert_domain(self, conn: Conn, domain: str, limits: DomainLimits) -> None:
-        before = await conn.fetchval(
-            Q["upsert_domain"], domain, limits.max_in_flight, limits.min_delay
-        )
-        raised = before is None or limits.max_in_flight > before
-        start = self.pacing.start_concurrency
-        await conn.execute(
-            Q["limit_lanes"], domain, limits.max_in_flight, raised, limits.min_delay, start
-        )
-
-    def _job_from_row(self, row: Sequence[Any]) -> Job:
-        job, defaults = job_from_row(row)
-        self._job_ids[job.name] = job.id
-        self._job_defaults[job.id] = defaults
-        return job
-
-    async def get_job(self, name: str) -> Job | None:
-        row = await self._run(lambda c: c.fetchrow(Q["get_job"], name), write=False)
-        return None if row is None else self._job_from_row(row)
-
-    async def list_jobs(self) -> list[Job]:
-        rows = await self._run(lambda c: c.fetch(Q["list_jobs"]), write=False)
-        return [self._job_from_row(r) for r in rows]
-
-    async def set_job_state(self, name: str, state: JobState) -> None:
-        async def tx(conn: Conn) -> None:
-            await conn.execute(Q["set_job_state"], state.value, name)
-            await self._notify(conn)
-
-        await self._run(tx)
-
-    async def _job_id(self, name: str) -> int:
-        if name not in self._job_ids and await self.get_job(name) is None:
-            raise StoreError(f"no job named {name!r} in {self._where()}")
-        return self._job_ids[name]
+class PostgresQueue(PostgresConnection):
+    """The :class:`~crawlfleet.frontier.ports.Queue` port on the postgres store."""
 
     # -- enqueue --------------------------------------------------------------------------------
 
@@ -511,11 +257,6 @@ class PostgresFrontier:
             for lease in taken:
                 mine[lease.lane] = mine.get(lease.lane, 0) + 1
         return leases
-
-    async def _notify(self, conn: Conn) -> None:
-        """Wake idle workers when this transaction commits (LISTEN/NOTIFY instead of polling):
-        it queued requests, freed slots or changed what may be leased."""
-        await conn.execute(Q["notify"], self._channel)
 
     async def wait_for_work(self, timeout: float) -> bool:
         """Wait for another worker's NOTIFY (see :meth:`_notify`) or ``timeout`` seconds.
@@ -909,20 +650,6 @@ class PostgresFrontier:
 
         return await self._run(tx)
 
-    async def page_types(self, job: str) -> dict[tuple[str, str], str]:
-        rows = await self._run(lambda c: c.fetch(Q["page_types"], job), write=False)
-        return {(d, p): f for d, p, f in rows}
-
-    async def capacity(self, job: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        job_id = await self._job_id(job)
-
-        async def read(conn: Conn) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-            domains = [tuple(r) for r in await conn.fetch(Q["capacity_domains"], job_id)]
-            lanes = await conn.fetch(Q["capacity_lanes"], [d[0] for d in domains])
-            return domains, [tuple(r) for r in lanes]
-
-        return await self._run(read, write=False)
-
     async def load_sessions(self, job: str, key: str) -> list[str]:
         job_id = await self._job_id(job)
         rows = await self._run(lambda c: c.fetch(Q["load_sessions"], job_id, key), write=False)
@@ -943,247 +670,8 @@ class PostgresFrontier:
 
         await self._run(tx)
 
-    def _know_domains(self, domains: Iterable[str]) -> None:
-        for domain in domains:
-            self._known_domains.add(domain)
-
-    async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
-        await self._run(lambda c: self._upsert_domain(c, domain, limits))
-        self._known_domains.add(domain)
-
-    async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
-        floor = pace.crawl_floor(self.pacing, seconds)
-        await self._run(lambda c: c.execute(Q["set_crawl_delay"], domain, floor))
-
-    async def domain_state(self, domain: str) -> DomainState | None:
-        lanes = await self.lanes(domain)
-        return lanes[0] if lanes else None
-
-    async def lanes(self, domain: str) -> list[DomainState]:
-        rows = await self._run(lambda c: c.fetch(Q["lane_state"], domain), write=False)
-        return [pace.state_from_row(tuple(row), self.pacing) for row in rows]
-
-    # -- reading --------------------------------------------------------------------------------
-
-    async def stats(self, job: str) -> JobStats:
-        j = await self.get_job(job)
-        if j is None:
-            raise StoreError(f"no job named {job!r} in {self._where()}")
-        now = self.clock()
-
-        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int], int]:
-            counts = await conn.fetchrow(Q["count_states"], now, j.id)
-            traps = dict(await conn.fetch(Q["traps_by_domain"], j.id))
-            histogram = dict(await conn.fetch(Q["attempts_histogram"], j.id))
-            blocked = await conn.fetchval(Q["blocked_attempts"], j.id)
-            return counts, traps, histogram, blocked
-
-        s, traps, histogram, blocked = await self._run(read, write=False)
-        return JobStats(
-            job=job,
-            state=j.state,
-            queued=s[0],
-            waiting=s[1],
-            leased=s[2],
-            done=s[3],
-            dead=s[4],
-            retried=s[5],
-            retry_depth_sum=s[6],
-            oldest_queued_age=max(0.0, now - s[7]) if s[7] is not None else 0.0,
-            records=s[8],
-            quarantined=s[9],
-            traps=sum(traps.values()),
-            traps_by_domain=traps,
-            attempts_histogram=histogram,
-            duplicates=s[10],
-            gone=s[11],
-            blocked=blocked,
-        )
-
-    async def is_finished(self, job: str) -> bool:
-        job_id = await self._job_id(job)
-        busy = await self._run(lambda c: c.fetchval(Q["unfinished"], job_id), write=False)
-        return not busy
-
-    async def _page(self, query: str, *args: Any) -> list[Any]:
-        rows: list[Any] = await self._run(lambda c: c.fetch(Q[query], *args), write=False)
-        return rows
-
-    async def iter_records(self, job: str, batch: int = 1000) -> AsyncIterator[RecordRow]:
-        job_id = await self._job_id(job)
-        last = ""
-        while True:
-            rows = await self._page("iter_records", job_id, last, batch)
-            for row in rows:
-                yield record_from_row(row)
-            if len(rows) < batch:
-                return
-            last = rows[-1][0]
-
-    async def iter_quarantine(self, job: str, batch: int = 1000) -> AsyncIterator[QuarantineRow]:
-        job_id = await self._job_id(job)
-        last = 0
-        while True:
-            rows = await self._page("iter_quarantine", job_id, last, batch)
-            for row in rows:
-                yield quarantine_from_row(row)
-            if len(rows) < batch:
-                return
-            last = rows[-1][0]
-
-    async def dead_letters(
-        self, job: str | None = None, reason: DeadReason | None = None, limit: int = 1000
-    ) -> list[DeadLetter]:
-        rows = await self._page("dead_letters", job, reason.value if reason else None, limit)
-        return [dead_from_row(r) for r in rows]
-
-    async def dead_letter(self, request_id: int) -> DeadLetter | None:
-        async def read(conn: Conn) -> DeadLetter | None:
-            row = await conn.fetchrow(Q["dead_letter"], request_id)
-            if row is None:
-                return None
-            history = [AttemptRow(*a) for a in await conn.fetch(Q["attempts_of"], request_id)]
-            return dead_from_row(row, history)
-
-        return await self._run(read, write=False)
-
-    async def replay_dead(
-        self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()
-    ) -> int:
-        now = self.clock()
-
-        async def tx(conn: Conn) -> int:
-            if ids:
-                status = await conn.execute(Q["replay_dead_ids"], now, list(ids))
-            else:
-                value = reason.value if reason else None
-                status = await conn.execute(Q["replay_dead_where"], now, job, value)
-            await self._notify(conn)
-            return _count(status)
-
-        return await self._run(tx)
-
-    # -- fresh starts, following a crawl ---------------------------------------------------------
-
-    async def delete_job(self, name: str) -> int:
-        job = await self.get_job(name)
-        if job is None:
-            return 0
-
-        async def tx(conn: Conn) -> int:
-            await conn.execute(Q["lock_job"], job.id)
-            total, leased = await conn.fetchrow(Q["job_requests"], job.id)
-            if leased:
-                raise StoreError(f"job {name} has {leased} requests leased: stop its workers first")
-            await conn.execute(Q["delete_job"], job.id)
-            await conn.execute(Q["delete_job_row"], job.id)
-            return int(total)
-
-        removed = await self._run(tx)
-        self._job_ids.pop(name, None)
-        self._job_defaults.pop(job.id, None)
-        return removed
-
-    async def job_activity(self, job: str) -> JobActivity:
-        job_id = await self._job_id(job)
-
-        async def read(conn: Conn) -> JobActivity:
-            finished_at, updated_at = await conn.fetchrow(Q["job_activity"], job_id)
-            reasons = dict(await conn.fetch(Q["dead_by_reason"], job_id))
-            holders = [LeaseHolder(*row) for row in await conn.fetch(Q["lease_holders"], job_id)]
-            return JobActivity(finished_at, reasons, holders, updated_at)
-
-        return await self._run(read, write=False)
-
-    async def records_since(
-        self, job: str, after: RecordCursor = (0.0, ""), limit: int = 1000
-    ) -> list[tuple[float, RecordRow]]:
-        job_id = await self._job_id(job)
-        rows = await self._page("records_since", job_id, after[0], after[1], limit)
-        return [(row[0], record_from_row(tuple(row)[1:])) for row in rows]
-
     # -- the fleet's picture (serve, status) ----------------------------------------------------
 
     async def save_worker_stats(self, stats: WorkerStats) -> None:
         values = astuple(stats)
         await self._run(lambda c: c.execute(Q["save_worker_stats"], *values))
-
-    async def worker_stats(self, since: float = 0.0) -> list[WorkerStats]:
-        return [WorkerStats(*row) for row in await self._page("worker_stats", since)]
-
-    async def queue_by_domain(self) -> list[DomainQueue]:
-        return [DomainQueue(*row) for row in await self._page("queue_by_domain", self.clock())]
-
-    async def lane_rows(self, limit: int = 1000) -> list[LaneRow]:
-        return [LaneRow(*row) for row in await self._page("lane_rows", limit)]
-
-    async def route_rows(self) -> list[RouteRow]:
-        return [RouteRow(*row) for row in await self._page("route_rows")]
-
-    async def fleet_counts(self) -> FleetCounts:
-        async def read(conn: Conn) -> FleetCounts:
-            outcomes = dict(await conn.fetch(Q["attempts_by_outcome"]))
-            up, down = await conn.fetchrow(Q["tier_move_counts"])
-            return FleetCounts(outcomes, up, down)
-
-        return await self._run(read, write=False)
-
-    async def quarantine_items(
-        self, job: str | None = None, limit: int = 100
-    ) -> list[QuarantineItem]:
-        rows = await self._page("quarantine_items", job, limit)
-        return [quarantine_item_from_row(tuple(row)) for row in rows]
-
-    async def quarantine_item(self, item_id: int) -> QuarantineItem | None:
-        rows = await self._page("quarantine_item", item_id)
-        return quarantine_item_from_row(tuple(rows[0])) if rows else None
-
-
-async def _has_schema(conn: Conn) -> bool:
-    return bool(await conn.fetchval("SELECT to_regclass('crawlfleet_meta') IS NOT NULL"))
-
-
-async def _reset(conn: Conn) -> None:
-    """Ready a connection for reuse. Nothing here keeps session state (the advisory lock is per
-    transaction, settings are SET LOCAL), so asyncpg's full reset, one more round trip on every
-    release, is not needed: only a transaction left open by a cancelled caller is rolled back."""
-    if conn.is_in_transaction():
-        await conn.execute("ROLLBACK")
-
-
-def _refs(leases: Sequence[LeaseRef]) -> tuple[list[int], list[int]]:
-    """Ids and tokens as two arrays, in id order (one lock order for every transaction)."""
-    ordered = sorted(leases, key=lambda r: r.id)
-    return [r.id for r in ordered], [r.token for r in ordered]
-
-
-def _json_rows(rows: Sequence[tuple[Any, ...]]) -> str:
-    """``request_values`` rows (a trap's with its error after them) as the JSON array of arrays
-    the request inserts take apart on the server, the fingerprint and body as hex: one text
-    parameter for the whole batch."""
-    out = []
-    for row in rows:
-        body = row[8]
-        out.append((row[0].hex(), *row[1:8], None if body is None else body.hex(), *row[9:]))
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
-
-
-def _columns(rows: Iterable[Sequence[Any]], width: int = 5) -> list[list[Any]]:
-    """Rows to columns, the shape ``unnest($1::t[], $2::t[], …)`` takes (rows of ``width``
-    values each: a row of another width is an error)."""
-    cols = [list(col) for col in zip(*rows, strict=True)]
-    if not cols:
-        return [[] for _ in range(width)]
-    if len(cols) != width:
-        raise ValueError(f"rows of {len(cols)} values, not {width}")
-    return cols
-
-
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _line(exc: BaseException) -> str:
-    """One line about ``exc``: its class and the first line of its message."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

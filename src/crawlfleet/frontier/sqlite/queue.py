@@ -1,304 +1,58 @@
-"""The embedded frontier: one SQLite file in WAL mode, shared by the local worker processes.
-
-Every method runs its statements in one transaction on a dedicated thread (sqlite3 releases the
-GIL while SQLite works, so the event loop keeps fetching meanwhile). Write transactions open with
-``BEGIN IMMEDIATE``: SQLite then queues writers on ``busy_timeout`` instead of failing a deferred
-transaction that tries to upgrade to a writer half way through.
-"""
+"""The queue verbs of the sqlite store: enqueue (with the trap budgets), lease, heartbeat,
+complete, fail, report (complete + fail + lease in one transaction), release and rescue."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import astuple
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from crawlfleet.data.jsonsafe import Unstorable
 from crawlfleet.data.validate import refused_record
-from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.frontier import pacing as pace
 from crawlfleet.frontier.common import (
     ACTIVE_WINDOW,
     DOMAINS_PER_LEASE,
-    dead_from_row,
     dead_reason_of,
-    dumps,
     fair_share,
-    job_from_row,
     lane_rows,
     lease_from_row,
-    quarantine_from_row,
-    quarantine_item_from_row,
     quarantine_values,
-    record_from_row,
     record_values,
     request_values,
+    store_json,
 )
-from crawlfleet.frontier.jobs import JobDefaults, settings_with_defaults
+from crawlfleet.frontier.jobs import JobDefaults
 from crawlfleet.frontier.ports import (
-    DomainQueue,
-    DomainState,
-    FleetCounts,
-    JobActivity,
-    LaneRow,
-    LeaseHolder,
-    QuarantineItem,
-    RecordCursor,
-    RouteRow,
     WorkerStats,
 )
-from crawlfleet.frontier.sql import queries
+from crawlfleet.frontier.sqlite.connection import (
+    POLL_EVERY,
+    Q,
+    SQLiteConnection,
+    log,
+)
 from crawlfleet.model import (
     KINDS,
-    AttemptRow,
     Completion,
-    DeadLetter,
-    DeadReason,
-    DomainLimits,
     Failure,
-    Job,
-    JobSpec,
     JobState,
-    JobStats,
     Lease,
     LeaseRef,
     NewRequest,
     Outcome,
-    QuarantineRow,
     RecordRow,
     Settled,
 )
-from crawlfleet.policy.pacing import PacingConfig
 from crawlfleet.policy.traps import budget_keys, over_budget
 from crawlfleet.routes.pools import DIRECT
 
-T = TypeVar("T")
-log = logging.getLogger("crawlfleet.store")
-Q = queries("sqlite")
 
-#: the base schema (the ``schema`` block) is version 1; ``migration_NNNN_x`` blocks follow it
-MIGRATIONS = sorted(
-    (int(name.split("_")[1]), sql) for name, sql in Q.items() if name.startswith("migration_")
-)
-SCHEMA_VERSION = MIGRATIONS[-1][0] if MIGRATIONS else 1
-#: seconds between passive WAL checkpoints of one process (see _maybe_checkpoint)
-CHECKPOINT_EVERY = 1.0
-#: bytes a WAL file keeps after a checkpoint (PRAGMA journal_size_limit)
-WAL_SIZE_LIMIT = 64 << 20
-#: how long opening a store waits for another process's schema script (milliseconds)
-OPEN_BUSY_TIMEOUT_MS = 30_000
-#: seconds a writer waits for the write lock before giving up
-BUSY_TIMEOUT = 60.0
-#: seconds between two looks of an idle worker at whether another process committed
-POLL_EVERY = 0.005
-
-
-class SQLiteFrontier:
-    """The frontier contract on one SQLite file (``sqlite:///path/queue.db``)."""
-
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        clock: Callable[[], float] = time.time,
-        pacing: PacingConfig | None = None,
-        create: bool = True,
-    ) -> None:
-        self.path = Path(path)
-        self.create = create  # False: open only an existing file (read-only commands)
-        self.clock = clock
-        self.pacing = pacing or PacingConfig()
-        self._db: sqlite3.Connection | None = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawlfleet-sqlite")
-        self._last_checkpoint = time.monotonic()
-        self._job_ids: dict[str, int] = {}
-        self._job_defaults: dict[int, JobDefaults] = {}
-        # wait_for_work: the work counter as last read, and as last returned to a waiter
-        self._data_version = -1
-        self._version = 0
-        self._seen_version = 0
-
-    def __repr__(self) -> str:
-        return f"<SQLiteFrontier {self.path}>"
-
-    # -- plumbing -------------------------------------------------------------------------------
-
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._call, fn)
-
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._db is None:
-            raise StoreError("the SQLite frontier is not open")
-        return fn(self._db)
-
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
-        def tx(db: sqlite3.Connection) -> T:
-            self._begin_immediate(db)
-            try:
-                result = fn(db)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-            self._maybe_checkpoint(db)
-            return result
-
-        return tx
-
-    @staticmethod
-    def _begin_immediate(db: sqlite3.Connection) -> None:
-        # SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries: with two
-        # processes trading the write lock every few milliseconds that backoff, not the work,
-        # would set the pace. Poll every fraction of a millisecond instead.
-        deadline = time.monotonic() + BUSY_TIMEOUT
-        pause = 0.0002
-        while True:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                if time.monotonic() > deadline:
-                    raise StoreError(
-                        f"the queue store stayed locked for {BUSY_TIMEOUT:g}s"
-                    ) from exc
-                time.sleep(pause)
-                pause = min(pause * 1.5, 0.005)
-
-    def _maybe_checkpoint(self, db: sqlite3.Connection) -> None:
-        # Automatic checkpoints run inside COMMIT and were half its cost; instead each process
-        # copies the WAL back into the database at most once per CHECKPOINT_EVERY seconds,
-        # PASSIVE so that it never waits for (or blocks) the other writers.
-        now = time.monotonic()
-        if now - self._last_checkpoint >= CHECKPOINT_EVERY:
-            self._last_checkpoint = now
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-
-    async def open(self) -> None:
-        if not self.create and not self.path.is_file():
-            raise UsageError(f"no queue store at {self.path} (nothing was crawled with it yet)")
-
-        def connect(_: Any) -> sqlite3.Connection:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            # opening may wait for another process opening (and migrating) the same file: the
-            # switch to WAL and the schema script take the write lock
-            db.execute(f"PRAGMA busy_timeout={OPEN_BUSY_TIMEOUT_MS}")
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA wal_autocheckpoint=0")
-            # after a checkpoint caught up, a WAL that grew past this is cut back to it (a
-            # burst of enqueues must not leave a file of gigabytes behind)
-            db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-            db.execute("PRAGMA temp_store=MEMORY")
-            db.execute("PRAGMA cache_size=-65536")
-            db.executescript(Q["schema"])
-            # from here on, reads in WAL mode never wait; writers wait in _begin_immediate
-            db.execute("PRAGMA busy_timeout=0")
-            self._write(self._migrate)(db)
-            return db
-
-        loop = asyncio.get_running_loop()
-        try:
-            self._db = await loop.run_in_executor(self._pool, connect, None)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open queue store {self.path}: {exc}") from exc
-
-    @staticmethod
-    def _migrate(db: sqlite3.Connection) -> None:
-        """Apply the migrations newer than the file's schema version (under the write lock, so
-        processes opening one file at once migrate it once)."""
-        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1')")
-        (version,) = db.execute(Q["schema_version"]).fetchone()
-        for number, sql in MIGRATIONS:
-            if number > version:
-                for statement in _statements(sql):
-                    db.execute(statement)
-                db.execute(Q["set_schema_version"], (str(number),))
-
-    async def close(self) -> None:
-        if self._db is not None:
-            db, self._db = self._db, None
-            await asyncio.get_running_loop().run_in_executor(self._pool, db.close)
-        self._pool.shutdown(wait=True)
-
-    async def __aenter__(self) -> SQLiteFrontier:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    # -- jobs -----------------------------------------------------------------------------------
-
-    async def submit_job(self, spec: JobSpec) -> Job:
-        settings = settings_with_defaults(spec)
-        args = {
-            "name": spec.name,
-            "spider": spec.spider,
-            "settings": dumps(settings),
-            "max_attempts": spec.max_attempts,
-            "now": self.clock(),
-        }
-
-        def tx(db: sqlite3.Connection) -> None:
-            db.execute(Q["submit_job"], args)
-            db.executemany(Q["upsert_route"], [(r.id, r.pool, r.tier, r.cost) for r in spec.routes])
-            for domain, limits in spec.domain_limits.items():
-                self._upsert_domain(db, domain, limits)
-
-        await self._run(self._write(tx))
-        job = await self.get_job(spec.name)
-        assert job is not None
-        return job
-
-    def _upsert_domain(self, db: sqlite3.Connection, domain: str, limits: DomainLimits) -> None:
-        row = db.execute(Q["domain_cap"], (domain,)).fetchone()
-        db.execute(
-            Q["upsert_domain"], (domain, limits.max_in_flight, limits.min_delay, limits.min_delay)
-        )
-        args = {
-            "domain": domain,
-            "max_in_flight": limits.max_in_flight,
-            "raised": int(row is None or limits.max_in_flight > row[0]),
-            "min_delay": limits.min_delay,
-            "start": self.pacing.start_concurrency,
-        }
-        db.execute(Q["limit_lanes"], args)
-
-    def _job_from_row(self, row: Sequence[Any]) -> Job:
-        job, defaults = job_from_row(row)
-        self._job_ids[job.name] = job.id
-        self._job_defaults[job.id] = defaults
-        return job
-
-    async def get_job(self, name: str) -> Job | None:
-        row = await self._run(lambda db: db.execute(Q["get_job"], (name,)).fetchone())
-        return None if row is None else self._job_from_row(row)
-
-    async def list_jobs(self) -> list[Job]:
-        rows = await self._run(lambda db: db.execute(Q["list_jobs"]).fetchall())
-        return [self._job_from_row(r) for r in rows]
-
-    async def set_job_state(self, name: str, state: JobState) -> None:
-        def tx(db: sqlite3.Connection) -> None:
-            db.execute(Q["set_job_state"], (state, name))
-            db.execute(Q["work_changed"])
-
-        await self._run(self._write(tx))
-
-    async def _job_id(self, name: str) -> int:
-        if name not in self._job_ids and await self.get_job(name) is None:
-            raise StoreError(f"no job named {name!r} in {self.path}")
-        return self._job_ids[name]
+class SQLiteQueue(SQLiteConnection):
+    """The :class:`~crawlfleet.frontier.ports.Queue` port on the sqlite store."""
 
     # -- enqueue --------------------------------------------------------------------------------
 
@@ -383,7 +137,7 @@ class SQLiteFrontier:
         used = {
             (kind, key): n
             for k, ks in keys.items()
-            for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, dumps(sorted(ks))))
+            for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, store_json(sorted(ks))))
         }
         trapped, counts = over_budget(new, used, defaults.traps, keys_of)
         db.executemany(
@@ -424,7 +178,7 @@ class SQLiteFrontier:
             job = self._job_from_row(row)
             if job.state == JobState.RUNNING and (wanted is None or job.name in wanted):
                 names[job.id] = job.name
-        return self._lease(db, worker, limit, ttl, names, dumps(list(kinds))) if names else []
+        return self._lease(db, worker, limit, ttl, names, store_json(list(kinds))) if names else []
 
     def _lease(
         self,
@@ -448,7 +202,7 @@ class SQLiteFrontier:
             mine = {(d, r): n for d, r, n in db.execute(Q["my_leases"], (worker,))}
         picker = _Picker(db, worker, ttl, names, kinds, now)
         if any(route != DIRECT for _, route, *_ in candidates):  # a domain with routes to choose
-            batch = dumps(sorted({domain for domain, *_ in candidates}))
+            batch = store_json(sorted({domain for domain, *_ in candidates}))
             for domain, pool, shared, usable in db.execute(Q["usable_lanes"], (batch, now)):
                 picker.lanes[domain] = picker.lanes.get(domain, 0) + shared
                 picker.pool_lanes[(domain, pool)] = usable
@@ -544,7 +298,7 @@ class SQLiteFrontier:
         quarantined: list[tuple[Any, ...]] = []
         contents: list[tuple[Any, ...]] = []
         discovered: dict[int, list[NewRequest]] = {}
-        ids = dumps([c.lease.id for c in items])
+        ids = store_json([c.lease.id for c in items])
         held = {
             rid: (tok, job_id, (dom, route or "direct"))
             for rid, tok, job_id, dom, route in db.execute(Q["held"], (ids,))
@@ -618,7 +372,7 @@ class SQLiteFrontier:
         and health, the routes' breakers and the domains' route tiers."""
         if not freed:
             return
-        rows = db.execute(Q["pace_read"], (dumps(sorted(freed)),)).fetchall()
+        rows = db.execute(Q["pace_read"], (store_json(sorted(freed)),)).fetchall()
         updates = []
         per_domain: Counter[str] = Counter()
         tiered: dict[str, list[tuple[int, bool]]] = {}
@@ -650,7 +404,7 @@ class SQLiteFrontier:
                 by_route.setdefault(route, []).extend(evs)
         if not by_route:
             return
-        rows = db.execute(Q["routes_read"], (dumps(sorted(by_route)),)).fetchall()
+        rows = db.execute(Q["routes_read"], (store_json(sorted(by_route)),)).fetchall()
         writes = []
         for route, document in rows:
             breaker, open_until = pace.fold_breaker(
@@ -665,7 +419,7 @@ class SQLiteFrontier:
     ) -> None:
         """Move domains that keep getting blocked up a route tier (or probe one down)."""
         for domain, tier, document, tiers in db.execute(
-            Q["domain_tiers"], (dumps(sorted(results)),)
+            Q["domain_tiers"], (store_json(sorted(results)),)
         ).fetchall():
             levels = [int(t) for t in str(tiers).split(",")]
             if len(set(levels)) < 2:
@@ -790,20 +544,6 @@ class SQLiteFrontier:
 
         return await self._run(self._write(tx))
 
-    async def page_types(self, job: str) -> dict[tuple[str, str], str]:
-        rows = await self._run(lambda db: db.execute(Q["page_types"], (job,)).fetchall())
-        return {(d, p): f for d, p, f in rows}
-
-    async def capacity(self, job: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        job_id = await self._job_id(job)
-
-        def read(db: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-            domains = [tuple(r) for r in db.execute(Q["capacity_domains"], (job_id,))]
-            names = dumps([d[0] for d in domains])
-            return domains, [tuple(r) for r in db.execute(Q["capacity_lanes"], (names,))]
-
-        return await self._run(read)
-
     async def load_sessions(self, job: str, key: str) -> list[str]:
         job_id = await self._job_id(job)
         rows = await self._run(lambda db: db.execute(Q["load_sessions"], (job_id, key)).fetchall())
@@ -824,220 +564,11 @@ class SQLiteFrontier:
 
         await self._run(self._write(tx))
 
-    async def set_domain_limits(self, domain: str, limits: DomainLimits) -> None:
-        def tx(db: sqlite3.Connection) -> None:
-            self._upsert_domain(db, domain, limits)
-            db.execute(Q["work_changed"])
-
-        await self._run(self._write(tx))
-
-    async def set_crawl_delay(self, domain: str, seconds: float | None) -> None:
-        args = {"domain": domain, "floor": pace.crawl_floor(self.pacing, seconds)}
-
-        def tx(db: sqlite3.Connection) -> None:
-            db.execute(Q["set_crawl_delay"], args)
-            db.execute(Q["set_crawl_delay_lanes"], args)
-
-        await self._run(self._write(tx))
-
-    async def domain_state(self, domain: str) -> DomainState | None:
-        lanes = await self.lanes(domain)
-        return lanes[0] if lanes else None
-
-    async def lanes(self, domain: str) -> list[DomainState]:
-        rows = await self._run(lambda db: db.execute(Q["lane_state"], (domain,)).fetchall())
-        return [pace.state_from_row(row, self.pacing) for row in rows]
-
-    # -- reading --------------------------------------------------------------------------------
-
-    async def stats(self, job: str) -> JobStats:
-        j = await self.get_job(job)
-        if j is None:
-            raise StoreError(f"no job named {job!r} in {self.path}")
-
-        def read(db: sqlite3.Connection) -> JobStats:
-            now = self.clock()
-            s = db.execute(Q["count_states"], {"now": now, "job_id": j.id}).fetchone()
-            rec, quar = db.execute(Q["count_records"], {"job_id": j.id}).fetchone()
-            traps = dict(db.execute(Q["traps_by_domain"], (j.id,)).fetchall())
-            (blocked,) = db.execute(Q["blocked_attempts"], (j.id,)).fetchone()
-            return JobStats(
-                job=job,
-                state=j.state,
-                queued=s[0] or 0,
-                waiting=s[1] or 0,
-                leased=s[2] or 0,
-                done=s[3] or 0,
-                dead=s[4] or 0,
-                retried=s[5] or 0,
-                retry_depth_sum=s[6] or 0,
-                oldest_queued_age=max(0.0, now - s[7]) if s[7] is not None else 0.0,
-                records=rec,
-                quarantined=quar,
-                traps=sum(traps.values()),
-                traps_by_domain=traps,
-                duplicates=s[8] or 0,
-                gone=s[9] or 0,
-                blocked=blocked,
-                attempts_histogram=dict(db.execute(Q["attempts_histogram"], (j.id,)).fetchall()),
-            )
-
-        return await self._run(read)
-
-    async def is_finished(self, job: str) -> bool:
-        job_id = await self._job_id(job)
-        row = await self._run(lambda db: db.execute(Q["unfinished"], (job_id,)).fetchone())
-        return row is None
-
-    async def _page(self, query: str, args: tuple[Any, ...]) -> list[Any]:
-        return await self._run(lambda db: db.execute(Q[query], args).fetchall())
-
-    async def iter_records(self, job: str, batch: int = 1000) -> AsyncIterator[RecordRow]:
-        job_id = await self._job_id(job)
-        last = ""
-        while True:
-            rows = await self._page("iter_records", (job_id, last, batch))
-            for row in rows:
-                yield record_from_row(row)
-            if len(rows) < batch:
-                return
-            last = rows[-1][0]
-
-    async def iter_quarantine(self, job: str, batch: int = 1000) -> AsyncIterator[QuarantineRow]:
-        job_id = await self._job_id(job)
-        last = 0
-        while True:
-            rows = await self._page("iter_quarantine", (job_id, last, batch))
-            for row in rows:
-                yield quarantine_from_row(row)
-            if len(rows) < batch:
-                return
-            last = rows[-1][0]
-
-    async def dead_letters(
-        self, job: str | None = None, reason: DeadReason | None = None, limit: int = 1000
-    ) -> list[DeadLetter]:
-        args = {"job": job, "reason": reason.value if reason else None, "limit": limit}
-        rows = await self._run(lambda db: db.execute(Q["dead_letters"], args).fetchall())
-        return [dead_from_row(r) for r in rows]
-
-    async def dead_letter(self, request_id: int) -> DeadLetter | None:
-        def read(db: sqlite3.Connection) -> DeadLetter | None:
-            row = db.execute(Q["dead_letter"], (request_id,)).fetchone()
-            if row is None:
-                return None
-            history = [AttemptRow(*a) for a in db.execute(Q["attempts_of"], (request_id,))]
-            return dead_from_row(row, history)
-
-        return await self._run(read)
-
-    async def replay_dead(
-        self, job: str | None = None, reason: DeadReason | None = None, ids: Sequence[int] = ()
-    ) -> int:
-        targets = list(ids) or [
-            d.id for d in await self.dead_letters(job, reason, limit=10_000_000)
-        ]
-
-        def tx(db: sqlite3.Connection) -> int:
-            now = self.clock()
-            n = 0
-            for rid in targets:
-                n += db.execute(Q["replay_dead"], {"now": now, "id": rid}).rowcount
-            if n:
-                db.execute(Q["work_changed"])
-            return n
-
-        return await self._run(self._write(tx))
-
-    # -- schema, fresh starts, following a crawl -------------------------------------------------
-
-    async def upgrade(self) -> int:
-        """Apply pending migrations (opening did already); returns the schema version."""
-
-        def tx(db: sqlite3.Connection) -> int:
-            self._migrate(db)
-            (version,) = db.execute(Q["schema_version"]).fetchone()
-            return int(version)
-
-        return await self._run(self._write(tx))
-
-    async def delete_job(self, name: str) -> int:
-        job = await self.get_job(name)
-        if job is None:
-            return 0
-
-        def tx(db: sqlite3.Connection) -> int:
-            total, leased = db.execute(Q["job_requests"], (job.id,)).fetchone()
-            if leased:
-                raise StoreError(f"job {name} has {leased} requests leased: stop its workers first")
-            for statement in _statements(Q["delete_job"]):
-                db.execute(statement, {"job_id": job.id})
-            return int(total)
-
-        removed = await self._run(self._write(tx))
-        self._job_ids.pop(name, None)
-        self._job_defaults.pop(job.id, None)
-        return removed
-
-    async def job_activity(self, job: str) -> JobActivity:
-        job_id = await self._job_id(job)
-
-        def read(db: sqlite3.Connection) -> JobActivity:
-            finished_at, updated_at = db.execute(Q["job_activity"], {"job_id": job_id}).fetchone()
-            reasons = dict(db.execute(Q["dead_by_reason"], (job_id,)).fetchall())
-            holders = [LeaseHolder(*row) for row in db.execute(Q["lease_holders"], (job_id,))]
-            return JobActivity(finished_at, reasons, holders, updated_at)
-
-        return await self._run(read)
-
-    async def records_since(
-        self, job: str, after: RecordCursor = (0.0, ""), limit: int = 1000
-    ) -> list[tuple[float, RecordRow]]:
-        job_id = await self._job_id(job)
-        args = {"job_id": job_id, "t": after[0], "k": after[1], "limit": limit}
-        rows = await self._run(lambda db: db.execute(Q["records_since"], args).fetchall())
-        return [(row[0], record_from_row(row[1:])) for row in rows]
-
     # -- the fleet's picture (serve, status) ----------------------------------------------------
 
     async def save_worker_stats(self, stats: WorkerStats) -> None:
         values = astuple(stats)
         await self._run(self._write(lambda db: db.execute(Q["save_worker_stats"], values)))
-
-    async def worker_stats(self, since: float = 0.0) -> list[WorkerStats]:
-        rows = await self._page("worker_stats", (since,))
-        return [WorkerStats(*row) for row in rows]
-
-    async def queue_by_domain(self) -> list[DomainQueue]:
-        rows = await self._run(
-            lambda db: db.execute(Q["queue_by_domain"], {"now": self.clock()}).fetchall()
-        )
-        return [DomainQueue(*row) for row in rows]
-
-    async def lane_rows(self, limit: int = 1000) -> list[LaneRow]:
-        return [LaneRow(*row) for row in await self._page("lane_rows", (limit,))]
-
-    async def route_rows(self) -> list[RouteRow]:
-        return [RouteRow(*row) for row in await self._page("route_rows", ())]
-
-    async def fleet_counts(self) -> FleetCounts:
-        def read(db: sqlite3.Connection) -> FleetCounts:
-            outcomes = dict(db.execute(Q["attempts_by_outcome"]).fetchall())
-            up, down = db.execute(Q["tier_move_counts"]).fetchone()
-            return FleetCounts(outcomes, up, down)
-
-        return await self._run(read)
-
-    async def quarantine_items(
-        self, job: str | None = None, limit: int = 100
-    ) -> list[QuarantineItem]:
-        args = {"job": job, "limit": limit}
-        rows = await self._run(lambda db: db.execute(Q["quarantine_items"], args).fetchall())
-        return [quarantine_item_from_row(row) for row in rows]
-
-    async def quarantine_item(self, item_id: int) -> QuarantineItem | None:
-        row = await self._run(lambda db: db.execute(Q["quarantine_item"], (item_id,)).fetchone())
-        return None if row is None else quarantine_item_from_row(row)
 
 
 class _Picker:
@@ -1060,7 +591,7 @@ class _Picker:
             kinds,
             now,
         )
-        self.jobs = dumps(list(names))
+        self.jobs = store_json(list(names))
         #: per domain, its lanes that may lease its own requests now (a domain missing has one)
         self.lanes: dict[str, int] = {}
         #: per (domain, pool), the lanes that may lease requests pinned to the pool now
@@ -1112,9 +643,3 @@ class _Picker:
                 lease_from_row(row, self.names[row[1]], start_at + self.ttl, start_at, route)
             )
         return taken
-
-
-def _statements(script: str) -> list[str]:
-    """The statements of a migration block (``;`` at a line end ends one; comments dropped)."""
-    lines = [line for line in script.splitlines() if not line.lstrip().startswith("--")]
-    return [part.strip() for part in "\n".join(lines).split(";\n") if part.strip().rstrip(";")]
