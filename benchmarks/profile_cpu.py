@@ -72,6 +72,34 @@ STEPS: list[tuple[str, str, tuple[str, ...]]] = [
     ("coord", "coordinator: records to -o", ("RecordTail", "finish_output")),
     ("coord", "coordinator: start-up", ("_find_and_load", "prepare", "submit", "load_spider")),
 ]
+
+
+def _bare_steps() -> list[tuple[str, str, tuple[str, ...]]]:
+    """The bare loop's steps, by the lines of ``bare_loop.py`` each runs (its one coroutine
+    does everything: its steps are told apart by line, found by what the lines say)."""
+    lines = (HERE / "bare_loop.py").read_text().splitlines()
+
+    def at(*texts: str) -> tuple[str, ...]:
+        found = [i + 1 for i, line in enumerate(lines) if any(t in line for t in texts)]
+        return tuple(f"bare_loop.py:{n})" for n in found)
+
+    start = next(i for i, line in enumerate(lines) if "tree.css(LINK_CSS)" in line) + 1
+    end = next(i for i, line in enumerate(lines) if "record = extract(tree)" in line) + 1
+    links = tuple(f"bare_loop.py:{n})" for n in range(start, end))
+    records = at("record = extract(tree)", "model_validate", "json.dumps(record)")
+    return [
+        ("bare", "start-up: imports, spider", ("_find_and_load",)),
+        ("bare", "fetch: content decoding (gzip)", ("decompress_sync", "DeflateBuffer")),
+        ("bare", "fetch: HTTP client (aiohttp)", at("session.get(url)", "resp.read()")),
+        ("bare", "parse: lexbor tree", at("LexborHTMLParser(body)")),
+        ("bare", "parse: links (select, resolve, dedup)", links),
+        ("bare", "parse: records (extract, validate)", records),
+        ("bare", "event loop (uvloop, sockets)", ("Runner.run",)),
+    ]
+
+
+STEPS += _bare_steps()
+
 #: the leaf frames of a thread waiting for work (kept out of its steps)
 WAITING = (
     "Condition.wait (threading.py",
@@ -83,6 +111,8 @@ WAITING = (
 
 
 def thread_kind(proc: str, thread: str) -> str:
+    if "bare_loop.py" in proc:
+        return "bare"
     worker = " worker " in proc
     if not worker:
         return "coord"
@@ -163,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=int, default=100, help="py-spy samples a second")
     p.add_argument("--raw", type=Path, help="summarize these stacks of an earlier run")
     p.add_argument("--queue", help="a PostgreSQL server: crawl with --queue (a schema of its own)")
+    p.add_argument("--bare", action="store_true", help="profile the bare loop instead")
     p.add_argument("--out", type=Path, default=HERE / "out" / "profile.txt")
     args = p.parse_args(argv)
     if args.raw is not None:
@@ -176,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     crawl += ["--workers", "1", "-o", "out.jsonl"]
     if args.queue:
         crawl += ["--queue", pg_queue(args.queue, "profile")[0]]
+    if args.bare:
+        crawl = [sys.executable, str(HERE / "bare_loop.py"), "-o", "out.jsonl"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     record = [spy, "record", "--subprocesses", "--threads", "--nonblocking", "--format", "raw"]
     record += ["-r", str(args.rate), "-o", str(args.out), "--", *crawl]
@@ -194,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = {
         tid: c
         for p in tree.procs.values()
-        if p.role != "main" and b"crawlfleet" in p.cmdline  # not py-spy itself
+        if p.role != "main" and (b"crawlfleet" in p.cmdline or b"bare_loop" in p.cmdline)
         for tid, c in p.threads.items()
     }
     Path(str(args.out) + ".threads.json").write_text(json.dumps({"cpu": cpu, "pages": pages}))
