@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any, TypeVar, get_args, get_type_hints
+from typing import Any, TypeVar, cast, get_args, get_type_hints
 
 __all__ = ["JsonScalar", "from_json", "to_json"]
 
@@ -48,7 +48,7 @@ def _fields(cls: type[Any]) -> tuple[frozenset[str], tuple[tuple[str, Any, Any],
 def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
     """An instance of dataclass ``cls`` from :func:`to_json`'s output; ``ValueError`` if the
     keys or value types do not match the fields."""
-    known, fields = _fields(cls)
+    known, fields = _fields(cast("type[Any]", cls))
     if data.keys() != known:
         unknown = set(data) - known
         missing = known - set(data)
