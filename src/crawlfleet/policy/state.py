@@ -8,10 +8,9 @@ something it is not).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any, TypeVar, cast, get_args, get_type_hints
+from typing import Any, TypeVar, get_args, get_type_hints
 
 __all__ = ["JsonScalar", "from_json", "to_json"]
 
@@ -30,25 +29,32 @@ def to_json(state: Any) -> dict[str, JsonScalar]:
     return out
 
 
-@functools.cache
-def _fields(cls: type[Any]) -> tuple[frozenset[str], tuple[tuple[str, Any, Any], ...]]:
+_Fields = tuple[frozenset[str], tuple[tuple[str, Any, Any], ...]]
+_FIELDS: dict[type[Any], _Fields] = {}
+
+
+def _fields(cls: type[Any]) -> _Fields:
     """The field names of dataclass ``cls``, and for each in order: its type hint and the types
     a value of it may have (an Enum class, or a tuple of types). Read once per class: resolving
     the hints of a module with postponed annotations costs more than the rest of a
     :func:`from_json`, and the store reads such states in every report."""
+    known = _FIELDS.get(cls)
+    if known is not None:
+        return known
     hints = get_type_hints(cls)
     fields = []
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
         enum = isinstance(hint, type) and issubclass(hint, Enum)
         fields.append((f.name, hint, hint if enum else (get_args(hint) or (hint,))))
-    return frozenset(name for name, _, _ in fields), tuple(fields)
+    found = _FIELDS[cls] = (frozenset(name for name, _, _ in fields), tuple(fields))
+    return found
 
 
 def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
     """An instance of dataclass ``cls`` from :func:`to_json`'s output; ``ValueError`` if the
     keys or value types do not match the fields."""
-    known, fields = _fields(cast("type[Any]", cls))
+    known, fields = _fields(cls)
     if data.keys() != known:
         unknown = set(data) - known
         missing = known - set(data)
