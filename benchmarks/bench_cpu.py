@@ -168,9 +168,11 @@ class TreeWatch:
             if fields is None or fields[0] == "Z":
                 continue
             proc = self.procs.get(pid)
-            if proc is None or proc.role == "other":  # "other": maybe seen before its exec
+            if proc is None:
                 cmdline = _cmdline(pid)
                 proc = self.procs[pid] = Proc(pid, _role(pid, self.root, cmdline), cmdline)
+            elif proc.role == "other" and (cmdline := _cmdline(pid)):  # seen before its exec?
+                proc.role, proc.cmdline = _role(pid, self.root, cmdline), cmdline
             # fields from "state": utime, stime, cutime, cstime are 11..14
             proc.cpu = (int(fields[11]) + int(fields[12])) / TICKS
             proc.reaped = (int(fields[13]) + int(fields[14])) / TICKS
