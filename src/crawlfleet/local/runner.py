@@ -209,8 +209,12 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         if plan.fresh and before.stats is not None:
             b = before.stats
             removed = b.queued + b.waiting + b.leased + b.done + b.dead
+        counted_from = before
         if started is not None:
             log.info("job %s: run %d (%s) started", name, started.run, started.kind.value)
+            # this run's counts start where it started: a fresh run removed the old requests
+            # and their dead letters, a recrawl queued the known pages again
+            counted_from = await _state(store, name)
         log.info("job %s: %d start requests, %d new, in %r", name, len(intake.seeds), added, store)
         if job.state is not JobState.RUNNING:
             raise UsageError(
@@ -221,7 +225,7 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         report.written, report.changed, notes = await finish_output(store, name, plan.output, tail)
         report.notes.extend(notes)
         after = await store.job_activity(name)
-        _account(report, before, after, plan.max_error_rate)
+        _account(report, counted_from, after, plan.max_error_rate)
         report.parse_error_samples = await _parse_error_samples(store, name, report.parse_errors)
         report.removed = removed
         report.resumed = plan.recrawl and started is None and not report.nothing_to_do
