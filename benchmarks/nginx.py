@@ -12,7 +12,7 @@ certificate for 127.0.0.1).
 Everything nginx writes (config, pid, error log, temp dirs) lives in its own temp directory; it
 runs in the foreground (``daemon off``) as our child, so it cannot outlive a crashed benchmark by
 much and needs no system paths. The access log, when asked for, is one line per request:
-``<epoch seconds.millis> <status> <bytes> <uri>``.
+``<epoch seconds.millis> <status> <body bytes> <uri> <bytes sent, headers included>``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ http {{
     tcp_nodelay on;
     keepalive_timeout 65;
     keepalive_requests 1000000;
-    log_format bench '$msec $status $body_bytes_sent $request_uri';
+    log_format bench '$msec $status $body_bytes_sent $request_uri $bytes_sent';
     {access_log}
     {gzip}
     client_body_temp_path {tmp}/client_body;
@@ -119,7 +119,9 @@ def _config(
     # A root master would switch its workers to "nobody", who may not read the site directory.
     user = "user root;\n" if os.geteuid() == 0 else ""
     log = (
-        f"access_log {access_log.resolve()} bench buffer=256k;" if access_log else "access_log off;"
+        f"access_log {access_log.resolve()} bench buffer=256k flush=1s;"
+        if access_log
+        else "access_log off;"
     )
     certificates = (
         f"ssl_certificate {tls[0].resolve()}; ssl_certificate_key {tls[1].resolve()};"

@@ -12,6 +12,7 @@ from crawlfleet.cli.common import async_command, opened, queue_option, settings
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
     from crawlfleet.frontier.ports import Frontier
+    from crawlfleet.model import Run
 
 
 @click.command()
@@ -37,9 +38,11 @@ async def status(
     watch: bool,
     every: float,
 ) -> None:
-    """Each job's state, backlog and results, and whether it is finished fleet-wide; then the
-    fleet: workers alive, pages/s, success, block and validation failure rates, the busiest
-    domains (backlog, oldest queued request, in flight, pacing), pools, and the alerts.
+    """Each job's state, backlog and results, and whether it is finished fleet-wide, its current
+    run and the last few (pages, 304s, bytes, records new / changed / unchanged / removed);
+    the schedules and their next runs; then the fleet: workers alive, pages/s, success, block
+    and validation failure rates, the busiest domains (backlog, oldest queued request, in
+    flight, pacing), pools, and the alerts.
 
     \b
     The first word is the job's state and progress:
@@ -76,11 +79,32 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
     from crawlfleet.local.runner import is_finished
 
     out = []
+    schedules = {sc.job: sc for sc in await store.schedules()}
     for name in names:
         st, activity = await store.stats(name), await store.job_activity(name)
         reasons = dict(activity.dead_by_reason)
-        out.append(dict(asdict(st), finished=is_finished(st), dead_by_reason=reasons))
+        runs = [_run_json(r) for r in await store.runs(name, limit=RUNS_SHOWN)]
+        sched = schedules.get(name)
+        out.append(
+            dict(
+                asdict(st),
+                finished=is_finished(st),
+                dead_by_reason=reasons,
+                runs=runs,
+                schedule=asdict(sched) if sched is not None else None,
+            )
+        )
     return out
+
+
+#: the runs of a job status shows (the current one and those before it)
+RUNS_SHOWN = 4
+
+
+def _run_json(run: Run) -> dict[str, object]:
+    from dataclasses import asdict
+
+    return dict(asdict(run), kind=run.kind.value, state=run.state.value)
 
 
 async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
@@ -91,16 +115,26 @@ async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
 
     if not names:
         return ["no jobs"]
+    from crawlfleet.cli.views import run_line, schedule_line
+
     lines: list[str] = []
+    schedules = {sc.job: sc for sc in await store.schedules()}
     for name in names:
         lines += status_block(await store.stats(name), await store.job_activity(name))
+        runs = await store.runs(name, limit=RUNS_SHOWN)
+        if runs and (len(runs) > 1 or runs[0].run > 1 or name in schedules):
+            lines += [f"  run {run_line(r)}" for r in runs]
+        if name in schedules:
+            lines.append(f"  schedule {schedule_line(schedules.pop(name))}")
+    lines += [f"schedule {schedule_line(sc)}" for sc in schedules.values()]
     c = s.control
     ov = await read_overview(store, time.time(), rules=c.alert_rules(), alive_after=c.alive_after)
     return [*lines, "", *fleet_lines(ov)]
 
 
 async def _watch(store: Frontier, s: Settings, names: list[str], every: float) -> None:
-    """The same lines, redrawn every ``every`` seconds in place, until Ctrl-C."""
+    """The same lines, redrawn every ``every`` seconds in place until Ctrl-C (on a terminal;
+    piped, each frame is printed in turn, a blank line after it)."""
     import asyncio
     import contextlib
     import signal
@@ -115,18 +149,31 @@ async def _watch(store: Frontier, s: Settings, names: list[str], every: float) -
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
+    console = Console(highlight=False)
+
+    async def frame() -> Text:
+        current = names or [j.name for j in await store.list_jobs()]
+        lines = await _lines(store, s, current)
+        head = f"crawlfleet status · {when(time.time())} · Ctrl-C to leave"
+        text = Text(head, style="bold")
+        for line in lines:
+            text.append("\n" + line, style="red" if line.startswith("! ") else "")
+        return text
+
+    async def pause() -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+
     try:
-        with Live(console=Console(highlight=False), auto_refresh=False) as live:
+        if not console.is_terminal:  # piped to a file or a log: each frame whole, in turn
             while not stop.is_set():
-                current = names or [j.name for j in await store.list_jobs()]
-                lines = await _lines(store, s, current)
-                head = f"crawlfleet status · {when(time.time())} · Ctrl-C to leave"
-                text = Text(head, style="bold")
-                for line in lines:
-                    text.append("\n" + line, style="red" if line.startswith("! ") else "")
-                live.update(text)
+                click.echo((await frame()).plain + "\n")
+                await pause()
+            return
+        with Live(console=console, auto_refresh=False) as live:
+            while not stop.is_set():
+                live.update(await frame())
                 live.refresh()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), every)
+                await pause()
     finally:
         loop.remove_signal_handler(signal.SIGINT)

@@ -42,7 +42,7 @@ from crawlfleet.urls import mask_credentials
 T = TypeVar("T")
 Q = queries("postgres")
 #: insert_requests for a job with page budgets: the rows actually inserted come back
-INSERT_RETURNING = Q["insert_requests"].removesuffix(";") + "\nRETURNING id, url, domain"
+INSERT_RETURNING = Q["insert_requests"].removesuffix(";") + "\nRETURNING id, url, domain, listed"
 Conn = Any  # asyncpg.Connection (asyncpg ships no type hints)
 log = logging.getLogger("crawlfleet.store")
 
@@ -70,9 +70,12 @@ STORE_TABLES: Final = (
     "lanes",
     "page_types",
     "quarantine",
+    "record_versions",
     "records",
     "requests",
     "routes",
+    "runs",
+    "schedules",
     "sessions",
     "tier_moves",
     "worker_stats",

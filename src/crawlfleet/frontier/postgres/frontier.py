@@ -23,6 +23,7 @@ from crawlfleet.frontier.postgres.connection import (
     _count,
 )
 from crawlfleet.frontier.postgres.queue import PostgresQueue
+from crawlfleet.frontier.postgres.runs import PostgresRuns
 from crawlfleet.model import (
     DeadReason,
     DomainLimits,
@@ -33,7 +34,7 @@ from crawlfleet.model import (
 )
 
 
-class PostgresFrontier(PostgresQueue, SqlInsights):
+class PostgresFrontier(PostgresQueue, PostgresRuns, SqlInsights):
     """The frontier contract on PostgreSQL (``postgresql://user@host/db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -44,6 +45,7 @@ class PostgresFrontier(PostgresQueue, SqlInsights):
 
         async def tx(conn: Conn) -> None:
             await conn.execute(Q["submit_job"], *args)
+            await conn.execute(Q["ensure_first_run"], spec.name, args[-1])
             if spec.routes:
                 routes = sorted((r.id, r.pool, r.tier, r.cost) for r in spec.routes)
                 await conn.execute(Q["upsert_routes"], *_columns(routes, 4))

@@ -22,6 +22,7 @@ from crawlfleet.frontier.sqlite.connection import (
     _statements,
 )
 from crawlfleet.frontier.sqlite.queue import SQLiteQueue
+from crawlfleet.frontier.sqlite.runs import SQLiteRuns
 from crawlfleet.model import (
     DeadReason,
     DomainLimits,
@@ -32,7 +33,7 @@ from crawlfleet.model import (
 )
 
 
-class SQLiteFrontier(SQLiteQueue, SqlInsights):
+class SQLiteFrontier(SQLiteQueue, SQLiteRuns, SqlInsights):
     """The frontier contract on one SQLite file (``sqlite:///path/queue.db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -49,6 +50,7 @@ class SQLiteFrontier(SQLiteQueue, SqlInsights):
 
         def tx(db: sqlite3.Connection) -> None:
             db.execute(Q["submit_job"], args)
+            db.execute(Q["ensure_first_run"], {"name": spec.name, "now": args["now"]})
             db.executemany(Q["upsert_route"], [(r.id, r.pool, r.tier, r.cost) for r in spec.routes])
             for domain, limits in spec.domain_limits.items():
                 self._upsert_domain(db, domain, limits)
