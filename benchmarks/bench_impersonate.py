@@ -106,7 +106,7 @@ def fetch_one(args: argparse.Namespace) -> int:
 
 
 def part_fetch(args: argparse.Namespace, site: Path, ca: Any, work: Path) -> dict[str, Any]:
-    base, stop = start_nginx(site, tls=(ca.cert_file, ca.key_file))
+    base, stop = start_nginx(site, tls=(ca.cert_file, ca.key_file), http2=True)
     base = base.replace("127.0.0.1", "localhost")
     products = sorted((site / "product").glob("*.html"))[: args.pages]
     urls = work / "urls.txt"
@@ -183,7 +183,7 @@ def _browser_pages(rungs: str) -> int:
 
 def part_crawl(args: argparse.Namespace, site: Path, ca: Any, work: Path) -> dict[str, Any]:
     expected = Catalog(n_products=args.products).expected_records()
-    base, stop = start_nginx(site, tls=(ca.cert_file, ca.key_file))
+    base, stop = start_nginx(site, tls=(ca.cert_file, ca.key_file), http2=True)
     port = base.rsplit(":", 1)[1]
     gate = subprocess.Popen(
         [sys.executable, str(HERE / "gate_server.py"), "--site", f"127.0.0.1:{port}",

@@ -4,6 +4,11 @@
     ...
     stop()
 
+``gzip=True`` answers clients that accept it with the ``.gz`` twin of a file where one exists
+(``gzip_static``: see ``make_site.ensure_gzipped``), else compresses on the fly at level 1;
+``tls=(cert, key)`` serves HTTPS instead of HTTP (``tests/tls.py`` makes a CA and a
+certificate for 127.0.0.1).
+
 Everything nginx writes (config, pid, error log, temp dirs) lives in its own temp directory; it
 runs in the foreground (``daemon off``) as our child, so it cannot outlive a crashed benchmark by
 much and needs no system paths. The access log, when asked for, is one line per request:
@@ -42,14 +47,15 @@ http {{
     keepalive_requests 1000000;
     log_format bench '$msec $status $body_bytes_sent $request_uri $bytes_sent';
     {access_log}
+    {gzip}
     client_body_temp_path {tmp}/client_body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
     server {{
-        listen 127.0.0.1:{port}{tls};
-        {certificate}
+        listen 127.0.0.1:{port}{ssl};
+        {certificates}
         root {root};
         index index.html;
         location / {{ try_files $uri $uri.html $uri/ =404; }}
@@ -70,10 +76,12 @@ def start_nginx(
     *,
     access_log: Path | None = None,
     timeout: float = 10.0,
+    gzip: bool = False,
     tls: tuple[Path, Path] | None = None,
+    http2: bool = False,
 ) -> tuple[str, Callable[[], None]]:
     """Start nginx serving ``root``; returns its base URL and a function that stops it.
-    ``tls`` is ``(certificate, key)``: HTTPS with HTTP/2 and HTTP/1.1 (ALPN) on that port.
+    ``tls`` is ``(certificate, key)``: HTTPS; ``http2`` offers HTTP/2 beside HTTP/1.1 (ALPN).
 
     Raises ``RuntimeError`` (with nginx's error log) if it does not come up in ``timeout`` s.
     """
@@ -82,7 +90,8 @@ def start_nginx(
     for _ in range(3):  # the free port may be taken between probing and nginx binding it
         port = free_port()
         conf = tmp / "nginx.conf"
-        conf.write_text(_config(root.resolve(), tmp, port, access_log, tls))
+        config = _config(root.resolve(), tmp, port, access_log, gzip=gzip, tls=tls, http2=http2)
+        conf.write_text(config)
         proc = subprocess.Popen(
             [NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
             stdout=subprocess.DEVNULL,
@@ -98,8 +107,18 @@ def start_nginx(
     raise RuntimeError(f"nginx did not start: {last_error.strip()[-2000:]}")
 
 
+GZIP = "gzip on; gzip_static on; gzip_comp_level 1; gzip_min_length 256;"
+
+
 def _config(
-    root: Path, tmp: Path, port: int, access_log: Path | None, tls: tuple[Path, Path] | None
+    root: Path,
+    tmp: Path,
+    port: int,
+    access_log: Path | None,
+    *,
+    gzip: bool = False,
+    tls: tuple[Path, Path] | None = None,
+    http2: bool = False,
 ) -> str:
     # A root master would switch its workers to "nobody", who may not read the site directory.
     user = "user root;\n" if os.geteuid() == 0 else ""
@@ -108,20 +127,20 @@ def _config(
         if access_log
         else "access_log off;"
     )
-    certificate = ""
-    if tls is not None:
-        certificate = (
-            f"ssl_certificate {tls[0].resolve()}; ssl_certificate_key {tls[1].resolve()}; "
-            "ssl_session_cache shared:SSL:10m;"
-        )
+    certificates = (
+        f"ssl_certificate {tls[0].resolve()}; ssl_certificate_key {tls[1].resolve()};"
+        if tls
+        else ""
+    )
     return CONFIG.format(
         user=user,
         tmp=tmp,
         port=port,
         root=root,
         access_log=log,
-        tls=" ssl http2" if tls else "",
-        certificate=certificate,
+        gzip=GZIP if gzip else "",
+        ssl=(" ssl http2" if http2 else " ssl") if tls else "",
+        certificates=certificates,
     )
 
 
