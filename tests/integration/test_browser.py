@@ -332,7 +332,8 @@ async def test_jobs_share_one_browser_each_with_its_own_guard(
 
 
 async def test_a_hung_page_times_out_and_the_pool_goes_on(shop: str, module_tmp: Path) -> None:
-    s = settings(module_tmp, contexts=2, navigation_timeout=1.0, timeout=1.5)
+    # deadlines a busy machine still renders the good page within, far below the actions' 30 s
+    s = settings(module_tmp, contexts=2, navigation_timeout=2.0, timeout=4.0)
     sku = products_to_check()[0]
     async with (
         BrowserFetcher(s) as fetcher,
@@ -342,8 +343,7 @@ async def test_a_hung_page_times_out_and_the_pool_goes_on(shop: str, module_tmp:
         started = time.monotonic()
         with pytest.raises(FetchTimeout):
             await fetcher.render(f"{shop}/js/stuck/{sku}")  # its load event never comes
-        # the navigation deadline (1 s), far from a wait for the load event (slow when busy)
-        assert 0.9 < time.monotonic() - started < 10.0
+        assert 1.9 < time.monotonic() - started < 12.0  # the navigation deadline, not the load's
         assert pool.stats.contexts_closed["timeout"] == 1 and pool.contexts() == []
         # Closing the context closed its connections: the stalled request ended server-side.
         statuses = await _wait_for_status(h, shop, "204")
@@ -359,7 +359,7 @@ async def test_a_hung_page_times_out_and_the_pool_goes_on(shop: str, module_tmp:
             started = time.monotonic()
             with pytest.raises(FetchTimeout):
                 await fetcher.render(f"{shop}/js/product/{sku}", actions=action)
-            assert time.monotonic() - started < 10.0  # the total deadline, not the action's 30 s
+            assert time.monotonic() - started < 12.0  # the total deadline, not the action's 30 s
         with pytest.raises(FetchTimeout):
             await fetcher.render(f"{shop}/js/product/{sku}", wait_for="#never-there")
         assert pool.stats.contexts_closed["timeout"] == 4
