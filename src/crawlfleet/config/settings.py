@@ -12,9 +12,12 @@ from crawlfleet.config.sections import (
     DEFAULT_QUEUE,
     BrowserSection,
     ControlSettings,
+    NotifySettings,
     PacingSettings,
+    QualitySettings,
     RetrySettings,
     RoutesSettings,
+    SinkSettings,
     StoreSettings,
     TrapSettings,
     WorkerSettings,
@@ -42,6 +45,9 @@ class Settings:
     routes: RoutesSettings = field(default_factory=RoutesSettings)
     control: ControlSettings = field(default_factory=ControlSettings)
     browser: BrowserSection = field(default_factory=BrowserSection)
+    quality: QualitySettings = field(default_factory=QualitySettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
+    sinks: tuple[SinkSettings, ...] = ()
 
     __repr__ = masked_repr
 
