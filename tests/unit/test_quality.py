@@ -122,8 +122,14 @@ def _profile(
     **kw: object,
 ) -> RunProfile:
     base = RunProfile(
-        "shop", run, at=100.0, started_at=0.0, finished_at=100.0 if final else None,
-        final=final, records=records, pages=records if pages is None else pages,
+        "shop",
+        run,
+        at=100.0,
+        started_at=0.0,
+        finished_at=100.0 if final else None,
+        final=final,
+        records=records,
+        pages=records if pages is None else pages,
         **kw,  # type: ignore[arg-type]
     )
     stats = {
@@ -136,8 +142,9 @@ def _profile(
 RULES = QualityRules(min_records=10)
 
 
-def _fired(profile: RunProfile, previous: list[RunProfile], rules: QualityRules = RULES,
-           now: float = 100.0) -> list[tuple[str, str | None]]:
+def _fired(
+    profile: RunProfile, previous: list[RunProfile], rules: QualityRules = RULES, now: float = 100.0
+) -> list[tuple[str, str | None]]:
     return [(b.alert, b.field) for b in evaluate(profile, previous, rules, now=now)]
 
 
@@ -170,8 +177,11 @@ CLEAN = [_profile(1, 100, {"sku": 1.0, "rating": 1.0})]
         (_profile(1, 60, {"sku": 1.0, "rating": 0.1}), [], []),
         (_profile(1, 0), [], [("zero_records", None)]),
         # while a run goes, counts are not judged (it is not over), shares are
-        (_profile(2, 40, {"sku": 1.0, "rating": 0.5}, final=False), CLEAN,
-         [("field_coverage", "rating")]),
+        (
+            _profile(2, 40, {"sku": 1.0, "rating": 0.5}, final=False),
+            CLEAN,
+            [("field_coverage", "rating")],
+        ),
         # too few records to judge a share
         (_profile(2, 5, {"sku": 1.0, "rating": 0.0}, final=False), CLEAN, []),
         # an unfinished earlier run is no baseline
@@ -198,7 +208,11 @@ def test_explicit_coverage_rules() -> None:
     p = _profile(1, 100, {"price": 0.99, "rating": 0.95})
     (breach,) = evaluate(p, [], rules, now=0)
     assert (breach.alert, breach.field, breach.value, breach.threshold) == (
-        "coverage_rule", "price", 0.99, 1.0)
+        "coverage_rule",
+        "price",
+        0.99,
+        1.0,
+    )
     assert breach.severity == "critical"
     assert breach.examples == "missing_field"
     assert "price" in breach.message and "1 of 100 records without it" in breach.message
@@ -243,8 +257,14 @@ def test_a_field_that_was_numbers_and_is_now_text() -> None:
 
 def test_thresholds_set_to_none_turn_monitors_off() -> None:
     off = QualityRules(
-        min_records=10, item_drop=None, pages_drop=None, coverage_drop=None,
-        validation_rate=None, block_rate=None, dead_rate=None, retry_depth=None,
+        min_records=10,
+        item_drop=None,
+        pages_drop=None,
+        coverage_drop=None,
+        validation_rate=None,
+        block_rate=None,
+        dead_rate=None,
+        retry_depth=None,
         zero_records=False,
     )
     broken = _profile(2, 0, {"rating": 0.0}, quarantined=90, blocked=90, dead=90, retries=900)
@@ -255,7 +275,9 @@ def test_thresholds_set_to_none_turn_monitors_off() -> None:
 def test_every_breach_names_a_known_monitor_and_has_a_key_per_run_and_subject() -> None:
     b = Breach("field_coverage", 0.7, 1.0, 0.1, "m", field="rating")
     assert b.key("shop", 2) == "alert:shop:2:field_coverage:rating"
-    assert Breach("item_count", 1, 2, 0.3, "m").key("shop", 2) == "alert:shop:2:item_count:item_count"
+    assert (
+        Breach("item_count", 1, 2, 0.3, "m").key("shop", 2) == "alert:shop:2:item_count:item_count"
+    )
     assert set(MONITORS) >= {"item_count", "field_coverage", "coverage_rule", "zero_records"}
 
 

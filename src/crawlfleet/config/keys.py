@@ -170,7 +170,9 @@ def _shares(value: Any, label: str) -> dict[str, float]:
                 raise ValueError(share)
             out[str(key)] = float(share)
         except (TypeError, ValueError):
-            raise ConfigError(f"{label}.{key} must be a number from 0 to 1, not {share!r}") from None
+            raise ConfigError(
+                f"{label}.{key} must be a number from 0 to 1, not {share!r}"
+            ) from None
     return out
 
 

@@ -72,8 +72,10 @@ def _sinks(value: Any, where: str) -> tuple[SinkSettings, ...]:
             if key not in _SINK_KEYS:
                 hint = nearest(key, _SINK_KEYS)
                 raise ConfigError(f"{where}: unknown key sink.{key}{hint}")
-        values = {k: convert(SinkSettings, k, v, f"{where}: sink.{k}", parse=False)
-                  for k, v in table.items()}
+        values = {
+            k: convert(SinkSettings, k, v, f"{where}: sink.{k}", parse=False)
+            for k, v in table.items()
+        }
         try:
             out.append(SinkSettings(**values))
         except ValueError as exc:

@@ -224,14 +224,22 @@ class QualitySettings:
             raise ValueError("check_every must be more than 0 seconds")
         if self.baseline_runs < 1 or self.min_records < 0 or self.examples < 0:
             raise ValueError("baseline_runs must be at least 1, min_records and examples >= 0")
-        for name in ("item_drop", "pages_drop", "coverage_drop", "validation_rate", "block_rate",
-                     "dead_rate"):
+        for name in (
+            "item_drop",
+            "pages_drop",
+            "coverage_drop",
+            "validation_rate",
+            "block_rate",
+            "dead_rate",
+        ):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} is a share from 0 to 1, not {value!r}")
         for name, least in self.coverage.items():
-            if not isinstance(least, int | float) or isinstance(least, bool) or not (
-                0.0 <= least <= 1.0
+            if (
+                not isinstance(least, int | float)
+                or isinstance(least, bool)
+                or not (0.0 <= least <= 1.0)
             ):
                 raise ValueError(f"coverage of {name!r} is a share from 0 to 1, not {least!r}")
 
@@ -297,6 +305,6 @@ class SinkSettings:
         if self.kind != "webhook":
             raise ValueError(f"unknown sink kind {self.kind!r} (kinds: webhook)")
         if not self.url.startswith(("http://", "https://")):
-            raise ValueError("a webhook sink needs url = \"https://...\"")
+            raise ValueError('a webhook sink needs url = "https://..."')
         if not 1 <= self.batch <= 100_000:
             raise ValueError("batch is from 1 to 100000 records")

@@ -3,7 +3,8 @@
 For each field of the spider's model (or, without one, each field the records have):
 
 * **coverage**: the share of the run's records where the field is present and not empty
-  (``None``, ``""`` or only spaces, ``[]`` and ``{}`` are empty; ``0`` and ``false`` are not);
+  (``None``, ``""`` or only spaces, tabs and line ends, ``[]`` and ``{}`` are empty; ``0``
+  and ``false`` are not);
 * for text values, the **share of distinct values** among the filled ones (1.0: every record
   has its own; a share that falls tells of a default or a placeholder filling the field);
 * for numbers, **min / median / max** (the median of an even count is the mean of the middle
@@ -40,6 +41,8 @@ __all__ = [
     "is_filled",
 ]
 
+#: what a blank text is made of (the store's SQL trims the same characters)
+BLANK: Final = " \t\n\r"
 Kind = Literal["text", "number", "bool", "other"]
 #: fields a profile keeps at most (a model with more, or dict records with ever new keys, keeps
 #: the first ones by name: a profile and /metrics stay bounded)
@@ -51,7 +54,7 @@ def is_filled(value: Any) -> bool:
     if value is None:
         return False
     if isinstance(value, str):
-        return value.strip() != ""
+        return value.strip(BLANK) != ""
     if isinstance(value, list | tuple | dict):
         return len(value) > 0
     return True

@@ -325,8 +325,14 @@ def _rates(p: RunProfile, rules: QualityRules) -> list[Breach]:
         if limit is None or value is None or not judged or value <= limit:
             continue
         out.append(
-            Breach(name, value, None, limit, f"{_pct(value)} {what}, over {_pct(limit)}",
-                   examples=examples)
+            Breach(
+                name,
+                value,
+                None,
+                limit,
+                f"{_pct(value)} {what}, over {_pct(limit)}",
+                examples=examples,
+            )
         )
     depth = p.retry_depth
     judged = p.finished_requests >= max(1, rules.min_records)

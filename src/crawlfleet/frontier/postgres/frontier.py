@@ -22,6 +22,7 @@ from crawlfleet.frontier.postgres.connection import (
     _columns,
     _count,
 )
+from crawlfleet.frontier.postgres.outbox import PostgresOutbox
 from crawlfleet.frontier.postgres.queue import PostgresQueue
 from crawlfleet.model import (
     DeadReason,
@@ -33,7 +34,7 @@ from crawlfleet.model import (
 )
 
 
-class PostgresFrontier(PostgresQueue, SqlInsights):
+class PostgresFrontier(PostgresQueue, PostgresOutbox, SqlInsights):
     """The frontier contract on PostgreSQL (``postgresql://user@host/db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from crawlfleet.frontier.sqlite.connection import (
     Q,
     _statements,
 )
+from crawlfleet.frontier.sqlite.outbox import SQLiteOutbox
 from crawlfleet.frontier.sqlite.queue import SQLiteQueue
 from crawlfleet.model import (
     DeadReason,
@@ -32,7 +33,7 @@ from crawlfleet.model import (
 )
 
 
-class SQLiteFrontier(SQLiteQueue, SqlInsights):
+class SQLiteFrontier(SQLiteQueue, SQLiteOutbox, SqlInsights):
     """The frontier contract on one SQLite file (``sqlite:///path/queue.db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------
