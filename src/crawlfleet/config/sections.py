@@ -261,22 +261,22 @@ class NotifySettings:
     email_to: tuple[str, ...] = ()
     email_from: str = "crawlfleet@localhost"
     events: tuple[str, ...] = NOTIFY_EVENTS  # what these destinations get
-    max_attempts: int = 20  # tries before a delivery is dead
-    retry_base: float = 5.0  # seconds before the first retry, doubled each time ...
-    retry_cap: float = 600.0  # ... up to this
+    tries: int = 20  # tries before a delivery is dead (~2.7 hours of backoff)
+    backoff: float = 5.0  # seconds before the first retry, doubled each time ...
+    backoff_cap: float = 600.0  # ... up to this
     timeout: float = 10.0  # seconds one delivery may take
-    lease_ttl: float = 60.0  # a delivery held this long by a process that died is taken over
+    delivery_lease: float = 60.0  # a delivery held this long by a process that died is taken over
     keep_delivered: float = 7 * 86400.0  # seconds delivered events stay in the store
 
     __repr__ = masked_repr
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        if min(self.retry_base, self.retry_cap, self.timeout, self.lease_ttl) <= 0:
-            raise ValueError("retry_base, retry_cap, timeout and lease_ttl must be more than 0")
-        if self.lease_ttl < self.timeout:
-            raise ValueError("lease_ttl must be at least timeout: a slow delivery is not lost")
+        if self.tries < 1:
+            raise ValueError("tries must be at least 1")
+        if min(self.backoff, self.backoff_cap, self.timeout, self.delivery_lease) <= 0:
+            raise ValueError("backoff, backoff_cap, timeout and delivery_lease must be more than 0")
+        if self.delivery_lease < 2 * self.timeout:
+            raise ValueError("delivery_lease must be at least twice timeout")
         unknown = [e for e in self.events if e not in EVENT_KINDS]
         if unknown:
             raise ValueError(f"unknown event {unknown[0]!r} (events: {', '.join(EVENT_KINDS)})")
