@@ -35,6 +35,8 @@ COMMANDS = {
     "jobs": "crawlfleet.cli.jobs:jobs",
     "export": "crawlfleet.cli.export:export",
     "dead": "crawlfleet.cli.dead:dead",
+    "quality": "crawlfleet.cli.quality:quality",
+    "notify": "crawlfleet.cli.notify:notify",
     "db": "crawlfleet.cli.db:db",
     "plan": "crawlfleet.cli.plan:plan",
 }

@@ -91,12 +91,22 @@ async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
 
     if not names:
         return ["no jobs"]
+    import json
+
+    from crawlfleet.cli.views import outbox_lines, quality_alert_lines
+    from crawlfleet.notify.destinations import destinations
+
     lines: list[str] = []
     for name in names:
         lines += status_block(await store.stats(name), await store.job_activity(name))
+        for row in await store.profiles(name, limit=1):
+            alerts = json.loads(row.profile).get("alerts") or []
+            lines += quality_alert_lines(row.run, row.final, alerts)
     c = s.control
     ov = await read_overview(store, time.time(), rules=c.alert_rules(), alive_after=c.alive_after)
-    return [*lines, "", *fleet_lines(ov)]
+    labels = {d.id: d.label for d in destinations(s)}
+    outbox = outbox_lines(await store.outbox_counts(), labels, time.time())
+    return [*lines, "", *fleet_lines(ov), *outbox]
 
 
 async def _watch(store: Frontier, s: Settings, names: list[str], every: float) -> None:

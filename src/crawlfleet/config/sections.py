@@ -277,9 +277,11 @@ class NotifySettings:
             raise ValueError("backoff, backoff_cap, timeout and delivery_lease must be more than 0")
         if self.delivery_lease < 2 * self.timeout:
             raise ValueError("delivery_lease must be at least twice timeout")
-        unknown = [e for e in self.events if e not in EVENT_KINDS]
+        if "changes" in self.events:
+            raise ValueError('changes go to records sinks: [[sink]] kind = "webhook"')
+        unknown = [e for e in self.events if e not in NOTIFY_EVENTS]
         if unknown:
-            raise ValueError(f"unknown event {unknown[0]!r} (events: {', '.join(EVENT_KINDS)})")
+            raise ValueError(f"unknown event {unknown[0]!r} (events: {', '.join(NOTIFY_EVENTS)})")
         if self.email_to and not self.smtp:
             raise ValueError("email_to needs smtp (smtp://host:port)")
         for url in (*self.webhook, *self.slack_webhook):

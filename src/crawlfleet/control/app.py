@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import socket
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -25,8 +27,11 @@ from crawlfleet.control.state import ControlState
 __all__ = ["make_app", "run", "start_metrics_server"]
 
 
-def make_app(state: ControlState, guard: Guard, *, sample_every: float = 5.0) -> web.Application:
-    """The application over ``state``, guarded by ``guard``, sampling every ``sample_every``."""
+def make_app(
+    state: ControlState, guard: Guard, *, sample_every: float = 5.0, keep_quality: bool = True
+) -> web.Application:
+    """The application over ``state``, guarded by ``guard``, sampling every ``sample_every``;
+    it keeps the runs' quality and delivers the outbox too (``keep_quality``), as workers do."""
     app = web.Application(middlewares=[guard_middleware], client_max_size=1 << 20)
     app[GUARD] = guard
     app[api.STATE] = state
@@ -41,7 +46,19 @@ def make_app(state: ControlState, guard: Guard, *, sample_every: float = 5.0) ->
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
+    async def quality(_: web.Application) -> AsyncIterator[None]:
+        from crawlfleet.notify.service import keep
+
+        owner = f"serve-{socket.gethostname()}-{os.getpid()}"
+        task = asyncio.create_task(keep(state.store, state.settings, owner=owner), name="notify")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
     app.cleanup_ctx.append(sampler)
+    if keep_quality:
+        app.cleanup_ctx.append(quality)
     return app
 
 

@@ -183,6 +183,12 @@ class SqlInsights(ABC):
         rows = await self._all("records_missing", await self._job_id(job), field, limit)
         return [record_from_row(row) for row in rows]
 
+    async def sink_records(
+        self, job: str, run: int, after: str, limit: int
+    ) -> list[tuple[RecordRow, str]]:
+        rows = await self._all("sink_records", await self._job_id(job), after, limit)
+        return [(record_from_row(row), "new") for row in rows]
+
     async def blocked_examples(
         self, job: str, since: float = 0.0, limit: int = 5
     ) -> list[tuple[str, float, int]]:

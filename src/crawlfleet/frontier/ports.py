@@ -542,6 +542,13 @@ class Insights(Protocol):
         examples)."""
         ...
 
+    async def sink_records(
+        self, job: str, run: int, after: str, limit: int
+    ) -> list[tuple[RecordRow, str]]:
+        """The next ``limit`` records of a run's changes after key ``after`` (by key), with
+        their status in the run (``new``, ``changed``, ``removed``)."""
+        ...
+
     async def blocked_examples(
         self, job: str, since: float = 0.0, limit: int = 5
     ) -> list[tuple[str, float, int]]:
