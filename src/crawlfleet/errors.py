@@ -7,6 +7,7 @@
     │   ├── SpiderLoadError        spider file missing, unreadable, or without a Spider class
     │   └── ConfigError            crawlfleet.toml / flags / environment are inconsistent
     ├── FormError                  follow_form found no such form or submit button (a ValueError)
+    │   └── FormNotFound           no such form on the page (an IndexError too, as in Scrapy)
     ├── StoreError                 the queue store misbehaved
     │   └── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
     ├── WorkerStopped              a worker stopped itself on a fault it cannot work around (the
@@ -21,14 +22,19 @@
         │   ├── ConnectError
         │   ├── DataLoss           connection cut mid-body, broken chunking
         │   ├── BrowserError       the browser failed the page: renderer crash, closed target
-        │   └── ProxyError         the route failed, not the request: proxy refused, unreachable,
-        │                          timed out, rejected the credentials or the tunnel
+        │   ├── ProxyError         the route failed, not the request: proxy refused, unreachable,
+        │   │                      timed out, rejected the credentials or the tunnel
+        │   └── RobotsUnreachable  a redirect target's robots.txt cannot be read now
         └── PermanentFetchError    trying again cannot help
             ├── TooLarge           body or headers over the cap (decompression bombs too)
+            │   └── BodyTooLarge   the (decoded) body passed its limit; says how far it got
             ├── TooManyRedirects
             ├── AddressRefused     resolves to a private/loopback address not allowed
             ├── UnsupportedScheme
             ├── InvalidURL         the URL (or a redirect's Location) cannot be parsed
+            ├── RobotsDisallowed   robots.txt disallows the URL (on every redirect hop too)
+            ├── RobotsUnavailable  a redirect target's robots.txt unreadable past the give-up
+            ├── OutOfScope         a redirect leads off the crawl's scope and the request's host
             └── NotRenderable      the browser would download it, not show it (attachments)
 
 A fetch error's class decides the retry branch; the retry policy (``policy.retry``) maps it to a
@@ -58,7 +64,13 @@ class ConfigError(UsageError):
 
 
 class FormError(CrawlfleetError, ValueError):
-    """``response.follow_form`` found no form (or no submit button) matching what it was asked."""
+    """``response.follow_form`` found no form (or no submit button) matching what it was asked,
+    or was given form data that is no form data."""
+
+
+class FormNotFound(FormError, IndexError):
+    """No form of the page is the one asked for (an ``IndexError`` too, as Scrapy raises for a
+    form number the page does not have)."""
 
 
 class StoreError(CrawlfleetError):

@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlencode, urljoin
+from urllib.parse import urlencode
 
-from crawlfleet.errors import FormError
-from crawlfleet.request import FORM_URLENCODED, Callback, Request, form_pairs, with_query
+from crawlfleet.errors import FormError, FormNotFound
+from crawlfleet.request import FORM_URLENCODED, Callback, Field, Request, form_pairs, with_query
+from crawlfleet.urls import join
 
 if TYPE_CHECKING:
     from crawlfleet.request import FormData
@@ -35,6 +36,8 @@ FormElement = Any
 HtmlElement = Any
 _NOT_SENT = frozenset({"submit", "image", "reset", "button", "file"})
 _CHECKABLE = frozenset({"checkbox", "radio"})
+#: the HTML spec's whitespace, stripped from both ends of an action (as browsers and Scrapy do)
+_HTML_SPACE = " \t\n\r\f"
 
 
 class Page(Protocol):
@@ -67,18 +70,27 @@ def form_request(
     formname: str | None = None,
     formid: str | None = None,
     formxpath: str | None = None,
+    formnumber: int | None = None,
+    formcss: str | None = None,
+    url: str | None = None,
     **request_kwargs: Any,
 ) -> Request:
-    """The ``Request`` submitting a form of ``response`` (see the module docstring)."""
-    form = _find_form(response, selector_or_index, formname, formid, formxpath)
-    overrides = _overrides(formdata)
-    pairs = [(k, v) for k, v in _values(form) if k not in overrides]
+    """The ``Request`` submitting a form of ``response`` (see the module docstring).
+
+    ``formnumber`` and ``formcss`` are Scrapy's names for an index and a CSS selector; ``url``
+    replaces the form's action (joined against the page's base URL, as the action would be)."""
+    which = selector_or_index
+    if which is None:
+        which = formcss if formcss is not None else formnumber
+    form = _find_form(response, which, formname, formid, formxpath)
+    overrides = _overrides(formdata, response.encoding)
+    pairs: list[tuple[str, Field]] = [(k, v) for k, v in _values(form) if k not in overrides]
     if not dont_click:
         clicked = _clicked(form, clickdata)
         pairs.extend(p for p in clicked if p[0] not in overrides)
     pairs.extend((k, v) for k, values in overrides.items() for v in values)
-    action = (form.get("action") or "").strip()
-    url = urljoin(response.base_url, action) if action else response.url
+    action = (form.get("action") or "").strip(_HTML_SPACE) if url is None else url
+    url = join(response.base_url, action) if action else response.url
     # a method= of the caller's wins over the form's, as in Scrapy
     method = (request_kwargs.pop("method", None) or form.get("method") or "GET").strip().upper()
     if method != "POST":
@@ -109,9 +121,17 @@ def _find_form(
         if found and found[0].root.tag != "form":
             found = list(found[0].xpath("ancestor-or-self::form"))
     elif formname is not None or formid is not None:
-        attr, value = ("name", formname) if formname is not None else ("id", formid)
-        found = list(root.xpath(f"//form[@{attr}=$value]", value=value))
-        what = f"form with {attr}={value!r}"
+        # a name, else an id: both are the caller's own words for the form (Scrapy's order)
+        asked = [("name", formname), ("id", formid)]
+        found, what = [], ""
+        for attr, value in asked:
+            if value is None:
+                continue
+            found = list(root.xpath(f"//form[@{attr}=$value]", value=value))
+            what = f"{what} nor " if what else what
+            what += f"form with {attr}={value!r}"
+            if found:
+                break
     elif isinstance(which, str):
         found = list(root.css(which))
         what = f"form matching {which!r}"
@@ -123,7 +143,7 @@ def _find_form(
         found = forms[index : index + 1] if -len(forms) <= index < len(forms) else []
         what = f"form #{index} (the page has {len(forms)})"
     if not found or found[0].root.tag != "form":
-        raise FormError(f"no {what} on {response.url}")
+        raise FormNotFound(f"no {what} on {response.url}")
     form: FormElement = found[0].root
     return form
 
@@ -158,18 +178,32 @@ def _selected(select: HtmlElement) -> list[str]:
     return [o.get("value", " ".join(o.text_content().split())) for o in chosen]
 
 
-def _overrides(formdata: FormData | None) -> dict[str, list[str]]:
-    """``formdata`` by name; a ``None`` value removes the field (no pairs)."""
-    out: dict[str, list[str]] = {}
+def _overrides(formdata: FormData | None, encoding: str) -> dict[str, list[Field]]:
+    """``formdata`` by name (a name given as bytes read in the page's encoding, to match the
+    form's fields); a ``None`` value removes the field (no pairs). Values stay as given: bytes
+    are sent as they are."""
+    out: dict[str, list[Field]] = {}
     if formdata is None:
         return out
-    items = formdata.items() if isinstance(formdata, Mapping) else formdata
-    for name, value in items:
-        if value is None:
-            out.setdefault(str(name), [])
-        else:
-            out.setdefault(str(name), []).extend(v for _, v in form_pairs({name: value}))
+    try:
+        items = list(formdata.items() if isinstance(formdata, Mapping) else formdata)
+        removed = {_name(n, encoding) for n, v in items if v is None}
+        pairs = form_pairs([(n, v) for n, v in items if v is not None])
+    except (TypeError, ValueError):
+        raise FormError(
+            f"formdata must be a mapping or an iterable of (name, value) pairs, not {formdata!r}"
+        ) from None
+    for name in removed:
+        out.setdefault(name, [])
+    for key, value in pairs:
+        out.setdefault(_name(key, encoding), []).append(value)
     return out
+
+
+def _name(name: object, encoding: str) -> str:
+    if isinstance(name, bytes):
+        return name.decode(encoding, errors="replace")
+    return str(name)
 
 
 def _clicked(form: FormElement, clickdata: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -192,6 +226,11 @@ def _clicked(form: FormElement, clickdata: Mapping[str, Any] | None) -> list[tup
         match = [b for b in buttons if all(b.get(k) == v for k, v in wanted.items())]
         if not match:
             raise FormError(f"no submit button with {wanted!r} in the form")
+        if len(match) > 1:  # clicking the first of them would be a guess
+            raise FormError(
+                f"{len(match)} submit buttons match {wanted!r} in the form: name more of its "
+                'attributes, or pick one by position ({"nr": i})'
+            )
         button = match[0]
     name = button.get("name")
     if (button.get("type") or "").lower() == "image":  # the click's coordinates
@@ -200,7 +239,7 @@ def _clicked(form: FormElement, clickdata: Mapping[str, Any] | None) -> list[tup
     return [(name, button.get("value") or "")] if name else []
 
 
-def multipart(pairs: list[tuple[str, str]], encoding: str = "utf-8") -> tuple[bytes, str]:
+def multipart(pairs: list[tuple[str, Field]], encoding: str = "utf-8") -> tuple[bytes, str]:
     """``pairs`` as a ``multipart/form-data`` body, and its ``Content-Type``. The boundary
     derives from the content, so the same form gives the same request (and fingerprint)."""
     digest = hashlib.sha1(repr(pairs).encode("utf-8", "surrogatepass"))  # noqa: S324
@@ -208,11 +247,12 @@ def multipart(pairs: list[tuple[str, str]], encoding: str = "utf-8") -> tuple[by
     parts = []
     for name, value in pairs:
         quoted = name.replace("\\", "\\\\").replace('"', "%22").replace("\r\n", "%0D%0A")
+        raw = value if isinstance(value, bytes) else value.encode(encoding, "xmlcharrefreplace")
         parts.append(
             f'--{boundary}\r\nContent-Disposition: form-data; name="{quoted}"\r\n\r\n'.encode(
                 encoding, "xmlcharrefreplace"
             )
-            + value.encode(encoding, "xmlcharrefreplace")
+            + raw
             + b"\r\n"
         )
     body = b"".join(parts) + f"--{boundary}--\r\n".encode("ascii")

@@ -17,6 +17,7 @@ from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
 from crawlfleet.notify.keeper import QUALITY_KEY
+from crawlfleet.spider import session_params_of
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
 from crawlfleet.urls import credentials_by_origin, mask_credentials
 
@@ -55,6 +56,7 @@ def seed_requests(
     fetcher: str = "http",
     credentials: Mapping[str, tuple[str, str]] | None = None,
     pools: Iterable[str] | None = None,
+    session_params: frozenset[str] | None = None,
 ) -> list[NewRequest]:
     """A spider's start requests as the store takes them: the URL as fetched (normalised, no
     credentials), fingerprint (of its canonical form, method and body), domain, depth 0, the
@@ -66,7 +68,13 @@ def seed_requests(
     does not parse, or whose credentials are not those of its origin in ``start_urls``, or
     that names a route pool (``Request(pool=...)``) not in ``pools`` (when given)."""
     from crawlfleet.routes.pools import unknown_pool
-    from crawlfleet.urls import mask_credentials, origin_of, request_identity, split_credentials
+    from crawlfleet.urls import (
+        DEFAULT_SESSION_PARAMS,
+        mask_credentials,
+        origin_of,
+        request_identity,
+        split_credentials,
+    )
 
     known = None if pools is None else frozenset(pools)
     out = []
@@ -76,7 +84,9 @@ def seed_requests(
             raise UsageError(f"start request {mask_credentials(req.url)!r}: {reason}")
         url, secret = split_credentials(req.url)
         try:
-            canon, fp, domain = request_identity(url, req.method, req.body)
+            canon, fp, domain = request_identity(
+                url, req.method, req.body, session_params=session_params or DEFAULT_SESSION_PARAMS
+            )
         except ValueError as exc:
             raise UsageError(f"bad start URL {mask_credentials(req.url)!r}: {exc}") from None
         if secret is not None and (credentials or {}).get(origin_of(canon)) != secret:
@@ -91,7 +101,7 @@ def seed_requests(
                 domain=domain,
                 priority=req.priority,
                 callback=req.callback_name,
-                meta=req.meta or None,
+                meta=req.stored_meta(),
                 method=req.method,
                 body=req.body,
                 fetcher=req.fetcher or fetcher,
@@ -130,6 +140,7 @@ def prepare(
             spider_cls.fetcher,
             credentials_by_origin(spider.start_urls),
             (settings.routes.pools or RoutesConfig()).names,
+            session_params_of(spider),
         )
     except UsageError:
         raise

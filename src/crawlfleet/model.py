@@ -355,6 +355,10 @@ class JobStats:
     gone: int = 0  # done with a final answer (404, 410, ...): dead links, not dead letters
     blocked: int = 0  # attempts answered with a block (block page, 403/429 block): retried
     traps_by_domain: Mapping[str, int] = field(default_factory=dict)
+    #: hosts whose requests wait for their robots.txt, which cannot be read now: (requests
+    #: waiting, the last error: ``robots.txt unreachable (HTTP 503): host postponed``), the
+    #: five with most
+    robots_waiting: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     #: finished (done or dead) fetched requests by how many attempts they took
     attempts_histogram: Mapping[int, int] = field(default_factory=dict)
 

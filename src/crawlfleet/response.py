@@ -2,7 +2,8 @@
 
 Everything is lazy, so a page costs only what its spider uses:
 
-* ``.text`` decodes on first use (BOM > explicit ``encoding=`` > ``Content-Type`` charset >
+* ``.text`` decodes on first use (BOM > explicit ``encoding=`` > ``Content-Type`` charset (of
+  the last ``Content-Type`` header, as the Fetch standard reads repeated ones) >
   ``<meta charset>``/``http-equiv`` in the first 2 KiB > UTF-8; bad bytes become U+FFFD).
 * ``.css()``, ``.follow()`` and ``.follow_all()`` parse with lexbor (selectolax) on first use.
   lexbor reads at most ``Response.max_parse_size`` bytes (4 MiB): multi-megabyte single-line
@@ -24,7 +25,6 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
-from urllib.parse import urljoin
 
 from multidict import CIMultiDict, CIMultiDictProxy
 from selectolax.lexbor import LexborNode
@@ -35,8 +35,10 @@ from w3lib.encoding import (
     resolve_encoding,
 )
 
-from crawlfleet.request import Callback, FormData, Request
+from crawlfleet.policy.mime import content_type
+from crawlfleet.request import STORED, Callback, FormData, Request
 from crawlfleet.selectors import Document, Selector, SelectorList, css, select, wrap_parsel
+from crawlfleet.urls import join
 
 __all__ = ["Headers", "Response", "Selector", "SelectorList", "detect_encoding"]
 
@@ -142,6 +144,7 @@ class Response:
         "_text",
         "_unknown_links",
         "body",
+        "cb_kwargs",
         "depth",
         "headers",
         "meta",
@@ -168,6 +171,9 @@ class Response:
         self.headers = _case_insensitive(headers)
         self.body = body
         self.meta: dict[str, Any] = dict(meta) if meta else {}
+        own = self.meta.pop(STORED, None) if STORED in self.meta else None
+        #: the keyword arguments the request's callback is called with (``Request(cb_kwargs=)``)
+        self.cb_kwargs: dict[str, Any] = dict(own.get("cb_kwargs") or {}) if own else {}
         self.depth = depth
         self.request_url = request_url or url
         self._declared = encoding
@@ -210,8 +216,8 @@ class Response:
     def encoding(self) -> str:
         """The Python codec name the body is decoded with (see ``detect_encoding``)."""
         if self._encoding is None:
-            content_type = self.headers.get("content-type")
-            self._encoding, self._bom = detect_encoding(self.body, content_type, self._declared)
+            declared = content_type(self.headers)  # the last Content-Type (Fetch standard)
+            self._encoding, self._bom = detect_encoding(self.body, declared, self._declared)
         return self._encoding
 
     @property
@@ -275,11 +281,12 @@ class Response:
             return self.url
         node = self._document().lexbor.css_first("base[href]")
         href = (node.attrs.get("href") or "").strip(_HTML_SPACE) if node is not None else ""
-        return urljoin(self.url, href) if href else self.url
+        return join(self.url, href) if href else self.url
 
     def urljoin(self, url: str) -> str:
-        """``url`` made absolute against this page's base URL (``<base href>`` honoured)."""
-        return urljoin(self.base_url, url)
+        """``url`` made absolute against this page's base URL (``<base href>`` honoured), as a
+        browser joins it (WHATWG; the same joiner as the page's links and forms)."""
+        return join(self.base_url, url)
 
     def follow(
         self,
@@ -310,17 +317,22 @@ class Response:
         formname: str | None = None,
         formid: str | None = None,
         formxpath: str | None = None,
+        formnumber: int | None = None,
+        formcss: str | None = None,
+        url: str | None = None,
         **request_kwargs: Any,
     ) -> Request:
         """The ``Request`` that submits a form of this page, as Scrapy's
         ``FormRequest.from_response`` builds it (see :mod:`crawlfleet.forms`).
 
-        The form: a CSS selector (of the form or of something in it), an index among the page's
-        forms, ``formname=``, ``formid=`` or ``formxpath=``; the first form by default. Its
-        fields (hidden ones too: CSRF tokens, ``__VIEWSTATE``) as a browser sends them, with
-        ``formdata`` over them (``None`` removes a field); the first submit button clicked, or
-        the one ``clickdata`` names (``{"name": "go"}``, ``{"nr": 1}``). ``FormError`` if there
-        is no such form.
+        The form: a CSS selector (of the form or of something in it; ``formcss=``), an index
+        among the page's forms (``formnumber=``), ``formname=`` (else ``formid=``), ``formid=``
+        or ``formxpath=``; the first form by default. Its fields (hidden ones too: CSRF tokens,
+        ``__VIEWSTATE``) as a browser sends them, with ``formdata`` over them (``None`` removes
+        a field; bytes are sent as they are); the first submit button clicked, or the one
+        ``clickdata`` names (``{"name": "go"}``, ``{"nr": 1}``; more than one match is an
+        error). ``url=`` submits to another URL than the form's action. ``FormError`` if there
+        is no such form (``FormNotFound``, an ``IndexError`` too) or button.
         """
 
         from crawlfleet.forms import form_request
@@ -335,6 +347,9 @@ class Response:
             formname=formname,
             formid=formid,
             formxpath=formxpath,
+            formnumber=formnumber,
+            formcss=formcss,
+            url=url,
             **request_kwargs,
         )
 

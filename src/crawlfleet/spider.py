@@ -15,6 +15,7 @@ A spider is a class; anyone who knows Scrapy should be at home::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
@@ -26,7 +27,7 @@ from crawlfleet.request import FETCHERS, Callback, FormData, Request
 if TYPE_CHECKING:
     from crawlfleet.response import Response
 
-__all__ = ["FETCHERS", "Callback", "FormData", "Request", "Spider"]
+__all__ = ["FETCHERS", "Callback", "FormData", "Request", "Spider", "session_params_of"]
 
 
 class Spider:
@@ -60,6 +61,9 @@ class Spider:
       holds cookies, and a named session's pages name it in their requests
       (``meta["cookiejar"]``, as in Scrapy): a login's cookie reaches every request after it,
       on every worker (see ``crawlfleet.routes.identities``).
+    * ``session_params``: names of this site's session-id parameters (``["sessionkey"]``), left
+      out of fingerprints whatever their value, besides the names only sessions use
+      (``jsessionid``, ``phpsessid``...) and ``sid``/``session``/``sess`` with a token value.
     * ``skip_duplicate_content``: do not parse a page whose body this worker already parsed under
       another URL. Off by default, and right only when a page's records and links do not depend on
       its URL (relative links, ``response.url``, records keyed by page): every fetched page is
@@ -96,10 +100,20 @@ class Spider:
     #: least coverage of fields of ``item`` in each run (share of records where the field is
     #: filled): ``{"price": 1.0, "rating": 0.9}``; a run below it alerts (``[quality]``)
     field_coverage: ClassVar[dict[str, float]] = {}
+    #: query and path parameter names that are this site's session ids (any case): left out of
+    #: a request's fingerprint whatever their value, besides crawlfleet's own
+    #: (``crawlfleet.urls.DEFAULT_SESSION_PARAMS``, and ``sid``... with a token-like value)
+    session_params: ClassVar[list[str]] = []
 
     def __init__(self, **kwargs: Any) -> None:
         for name, value in kwargs.items():
             setattr(self, name, value)
+
+    @property
+    def logger(self) -> logging.Logger:
+        """A logger named after the spider (Scrapy's ``self.logger``): its warnings and errors
+        show in ``crawl``'s output with the workers' lines, info and debug with ``-v``/``-vv``."""
+        return logging.getLogger(self.name or type(self).__name__)
 
     def start_requests(self) -> Iterable[Request]:
         for url in self.start_urls:
@@ -123,19 +137,30 @@ class Spider:
         """Return True if ``response`` is a block page the generic tests miss (None: no opinion)."""
         return None
 
-    @classmethod
-    def scope_hosts(cls) -> list[str]:
-        """Hosts this spider may crawl: ``allowed_domains``, or the hosts of ``start_urls``."""
-        if cls.allowed_domains is not None:
-            return [d.lower().lstrip(".") for d in cls.allowed_domains]
+    def scope_hosts(self) -> list[str]:
+        """Hosts this spider may crawl: ``allowed_domains``, or the hosts of ``start_urls`` (as
+        this spider has them: ``__init__`` may set them, Scrapy's way with ``-a``)."""
+        if self.allowed_domains is not None:
+            return [d.lower().lstrip(".") for d in self.allowed_domains]
         hosts = []
-        for url in cls.start_urls:
+        for url in self.start_urls:
             host = (urlsplit(url).hostname or "").lower()
             if host and host not in hosts:
                 hosts.append(host)
         return hosts
 
-    @classmethod
-    def seed_hosts(cls) -> set[str]:
-        """Hosts named in ``start_urls``: these may be loopback or private (the user asked)."""
-        return {(urlsplit(u).hostname or "").lower() for u in cls.start_urls}
+    def seed_hosts(self) -> set[str]:
+        """Hosts named in ``start_urls`` (this spider's, ``__init__`` may set them): these may be
+        loopback or private (the user asked)."""
+        return {(urlsplit(u).hostname or "").lower() for u in self.start_urls}
+
+
+def session_params_of(spider: Spider | type[Spider]) -> frozenset[str]:
+    """The parameter names a spider's requests leave out of their fingerprints whatever the
+    value: crawlfleet's and its ``session_params``."""
+    from crawlfleet.urls import DEFAULT_SESSION_PARAMS
+
+    own = spider.session_params
+    if isinstance(own, str):  # one name given as a string, not a list of its letters
+        own = [own]
+    return DEFAULT_SESSION_PARAMS | {str(name).lower() for name in own}

@@ -8,16 +8,23 @@ same way should canonicalise to the same string. What changes, and why:
 * fragment dropped (never sent to the server);
 * percent-encoding normalised: hex upper-case, unreserved characters decoded, anything RFC 3986
   does not allow raw is escaped, so ``%7euser`` and ``~user`` are one URL;
-* query parameters sorted by key then value (blank values kept), session-id parameters dropped, in
-  the query and as path parameters (``/cart;jsessionid=AB12``);
+* query parameters ordered by key (a key's repeated values keep their order: ``?sort=price&
+  sort=name`` is another page than ``?sort=name&sort=price``), blank values kept;
+* session ids dropped, in the query and as path parameters (``/cart;jsessionid=AB12``): the
+  names only sessions use (``jsessionid``, ``phpsessid``... :data:`DEFAULT_SESSION_PARAMS`, plus
+  what a spider adds), and the names that may be a session or an id (``sid``, ``session``,
+  ``sess``: :data:`TOKEN_PARAMS`) only when the value looks like a token (16 or more letters and
+  digits, both in it, or ``-``/``_``): ``?sid=2`` is a story, ``?sid=9f8e7d6c5b4a39281706`` a
+  session;
 * path case kept: servers may treat ``/A`` and ``/a`` as different pages;
 * userinfo kept by :func:`canonicalize` (use :func:`mask_credentials` before showing a URL).
 
-A request is stored and fetched as :func:`request_url` gives it: normalised the same way but
-with its session-id parameters kept (the server may need them: fetch what was asked) and its
-userinfo dropped (credentials are split off at intake, :func:`split_credentials`, and never
-stored). Session ids are left out of its identity only: :func:`request_identity` fingerprints
-the canonical form.
+The canonical form is for the fingerprint only. A request is stored and fetched as
+:func:`request_url` gives it: the URL as given, serialised as a browser would send it (WHATWG:
+lower-case scheme and host, default port and dot segments dropped, characters that may not be
+raw escaped) without its fragment and userinfo; its query and its escapes are never rewritten
+(credentials are split off at intake, :func:`split_credentials`, and never stored).
+:func:`request_identity` gives both: the URL to fetch, and the fingerprint of its canonical form.
 
 :class:`LinkCanonicalizer` is the crawler's hot path: it resolves links found on a page and
 caches the results, since most links (menus, footers) repeat on every page of a site.
@@ -30,18 +37,20 @@ import re
 from collections.abc import Container, Iterable
 from functools import lru_cache
 from typing import Final
-from urllib.parse import unquote
+from urllib.parse import unquote, urljoin
 
 import ada_url
 
 __all__ = [
     "DEFAULT_SESSION_PARAMS",
+    "TOKEN_PARAMS",
     "LinkCanonicalizer",
     "canonicalize",
     "credentials_by_origin",
     "fingerprint",
     "host_of",
     "in_scope",
+    "join",
     "mask_credentials",
     "origin_of",
     "request_identity",
@@ -49,11 +58,11 @@ __all__ = [
     "split_credentials",
 ]
 
+#: parameter names only sessions use: dropped from the canonical form whatever their value
 DEFAULT_SESSION_PARAMS: Final[frozenset[str]] = frozenset(
     {
         "jsessionid",
         "phpsessid",
-        "sid",
         "sessid",
         "sessionid",
         "session_id",
@@ -65,6 +74,10 @@ DEFAULT_SESSION_PARAMS: Final[frozenset[str]] = frozenset(
         "xtcsid",
     }
 )
+
+#: names that are a session's or an id's: dropped only with a value that looks like a token
+TOKEN_PARAMS: Final[frozenset[str]] = frozenset({"sid", "session", "sess"})
+_TOKEN: Final = re.compile(r"[A-Za-z0-9_\-]{16,}")
 
 _UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -120,15 +133,28 @@ def _remove_dot_segments(path: str) -> str:
     return "/" + "/".join(out)
 
 
+def is_session_param(name: str, value: str, session_params: frozenset[str]) -> bool:
+    """Whether ``name=value`` is a session id (see the module docstring); ``session_params``:
+    the names dropped whatever the value (empty: no parameter is a session id)."""
+    if not session_params:
+        return False
+    name = name.lower()
+    if name in session_params:
+        return True
+    if name not in TOKEN_PARAMS or _TOKEN.fullmatch(value) is None:
+        return False
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
 def _strip_path_params(path: str, session_params: frozenset[str]) -> str:
-    """Drop ``;name=value`` path parameters whose name is a session id."""
+    """Drop ``;name=value`` path parameters that are session ids."""
     segments = path.split("/")
     changed = False
     for i, seg in enumerate(segments):
         if ";" not in seg:
             continue
         head, *params = seg.split(";")
-        kept = [p for p in params if p.partition("=")[0].lower() not in session_params]
+        kept = [p for p in params if not is_session_param(*_pair(p), session_params)]
         if len(kept) != len(params):
             segments[i] = ";".join([head, *kept])
             changed = True
@@ -148,19 +174,29 @@ def _normalize_path(path: str, session_params: frozenset[str]) -> str:
     return path
 
 
+def _pair(param: str) -> tuple[str, str]:
+    name, _, value = param.partition("=")
+    return name, value
+
+
 def _normalize_query(query: str, session_params: frozenset[str]) -> str:
-    """Normalise each pair, drop session ids and empty pieces, sort by key then value."""
+    """Normalise each pair, drop session ids and empty pieces, order by key (a stable sort: a
+    key's values keep their order, which is the page's: ``?sort=price&sort=name``)."""
     pairs: list[tuple[str, str]] = []
     for piece in query.split("&"):
         if not piece:
             continue
         key, eq, value = _QUERY_FIX.sub(_fix_match, piece).partition("=")
-        if key.lower() in session_params:
+        if session_params and is_session_param(key, value, session_params):
             continue
-        # (key, "=value") keeps "a" and "a=" distinct and orders them deterministically.
+        # (key, "=value") keeps "a" and "a=" distinct
         pairs.append((key, eq + value))
-    pairs.sort()
+    pairs.sort(key=_first)
     return "&".join(key + rest for key, rest in pairs)
+
+
+def _first(pair: tuple[str, str]) -> str:
+    return pair[0]
 
 
 def _host_of_authority(authority: str) -> str:
@@ -201,6 +237,28 @@ def _finish(href: str, session_params: frozenset[str], *, userinfo: bool = True)
     return canonical, _host_of_authority(authority)
 
 
+def _asked(href: str) -> tuple[str, str]:
+    """An ada-serialised href as a request asks for it: ``(url, host)``, the URL without its
+    fragment and userinfo and otherwise as it is. Raises ``ValueError`` when the scheme is not
+    http or https."""
+    if href.startswith("http://"):
+        auth_start = 7
+    elif href.startswith("https://"):
+        auth_start = 8
+    else:
+        raise ValueError(f"not an http(s) URL: {mask_credentials(href)!r}")
+    auth_end = href.find("/", auth_start)
+    if auth_end < 0:  # pragma: no cover - ada always serialises a path for http(s)
+        auth_end = len(href)
+        href += "/"
+    authority = href[auth_start:auth_end]
+    url = href.partition("#")[0]
+    if "@" in authority:
+        authority = authority.rpartition("@")[2]
+        url = href[:auth_start] + authority + url[auth_end:]
+    return url, _host_of_authority(authority)
+
+
 def _parse(url: str) -> str:
     try:
         return str(ada_url.normalize_url(url))
@@ -217,9 +275,10 @@ def canonicalize(url: str, *, session_params: frozenset[str] = DEFAULT_SESSION_P
 
 
 def request_url(url: str) -> str:
-    """The URL a request is stored and fetched as: :func:`canonicalize` but that session-id
-    parameters are kept and userinfo dropped. Raises ``ValueError`` like it."""
-    return _finish(_parse(url), frozenset(), userinfo=False)[0]
+    """The URL a request is stored and fetched as: ``url`` as a browser sends it (WHATWG
+    serialisation), without fragment and userinfo; query order, escapes and session ids as
+    given. Raises ``ValueError`` like :func:`canonicalize`."""
+    return _asked(_parse(url))[0]
 
 
 def request_identity(
@@ -230,12 +289,28 @@ def request_identity(
     session_params: frozenset[str] = DEFAULT_SESSION_PARAMS,
 ) -> tuple[str, bytes, str]:
     """``(request_url, fingerprint, host)`` of a request: the URL to store and fetch, and its
-    dedup key, the fingerprint of its canonical form (session ids left out). Raises
-    ``ValueError`` for unparseable URLs and schemes other than http/https."""
+    dedup key, the fingerprint of its canonical form (without userinfo). Raises ``ValueError``
+    for unparseable URLs and schemes other than http/https."""
     href = _parse(url)
-    asked, host = _finish(href, frozenset(), userinfo=False)
-    key = _finish(href, session_params, userinfo=False)[0] if session_params else asked
+    asked, host = _asked(href)
+    key = _finish(href, session_params, userinfo=False)[0]
     return asked, fingerprint(key, method, body), host
+
+
+def join(base: str, href: str) -> str:
+    """``href`` made absolute against ``base`` as a browser does (the WHATWG URL parser: the
+    same joiner as a page's links, so ``\\x``, ``///host`` and ``http:\\\\host`` resolve as
+    browsers resolve them). Where the parser refuses the pair, ``urllib``'s join (which then
+    fails to canonicalise, so the request is dropped like any unparseable link)."""
+    if not base:
+        return href
+    try:
+        return str(ada_url.join_url(base, href))
+    except ValueError:
+        try:
+            return urljoin(base, href)
+        except ValueError:
+            return href
 
 
 def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
@@ -461,10 +536,10 @@ class LinkCanonicalizer:
             try:
                 # as requests are asked: without the base's credentials (a base with them
                 # is never plain)
-                canonical, host = _finish(_parse(self._prefix + "/"), frozenset(), userinfo=False)
+                asked, host = _asked(_parse(self._prefix + "/"))
             except ValueError:
                 return self._prefix
-            if canonical == self._prefix + "/":
+            if asked == self._prefix + "/":  # and so canonical: an origin's forms agree
                 self._plain, self._host = self._prefix, host
         return self._prefix
 
@@ -474,10 +549,8 @@ class LinkCanonicalizer:
                 href = ada_url.normalize_url(absolute)
             else:
                 href = ada_url.join_url(base, href)
-            asked, host = _finish(href, frozenset(), userinfo=False)
-            key = asked
-            if self._session_params and ("?" in href or ";" in href):
-                key = _finish(href, self._session_params, userinfo=False)[0]
+            asked, host = _asked(href)
+            key = _finish(href, self._session_params, userinfo=False)[0]
         except ValueError:
             return None
         return asked, fingerprint(key), host

@@ -252,6 +252,25 @@ async def test_robots_unreachable__retried_later_without_using_up_attempts(
     assert [(h.n, h.outcome) for h in shown.history] == [(1, "robots")] * 5 + [(1, "error")]
 
 
+async def test_robots_unreachable__the_hosts_waiting_are_named_in_stats(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    await frontier.enqueue("j", urls(3) + urls(1, host="b.test"))
+    why = "robots.txt unreachable (HTTP 503): host postponed"
+    leases = await frontier.lease("A", 10, TTL)
+    assert len(leases) == 4
+    postponed = [lz for lz in leases if lz.domain == "a.test"][:2]
+    await frontier.fail(
+        [Failure(lz.ref, why, retry_at=clock.now + 60, outcome="robots", count_attempt=False)
+         for lz in postponed]
+    )  # fmt: skip
+    other = next(lz for lz in leases if lz.domain == "b.test")
+    await frontier.fail([Failure(other.ref, "HTTP 503", retry_at=clock.now + 60, status=503)])
+    stats = await frontier.stats("j")
+    assert stats.robots_waiting == {"a.test": (2, why)}  # not b.test: its own 503, retried
+
+
 async def test_history__lease_expiries_are_attempts_in_dead_show(
     frontier: Frontier, clock: FakeClock
 ) -> None:

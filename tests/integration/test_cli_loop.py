@@ -238,6 +238,12 @@ def test_crawl__parse_errors_are_counted_and_fail_the_crawl_past_a_threshold(
         n = int(errors.split()[1])
         assert n == 40, errors  # every product page
         assert "crawlfleet dead list --job broken --reason parse_error" in errors
+        # what failed, where: the spider's own line, and how many pages it failed
+        assert re.search(
+            r"\n +ValueError: no price here at broken\.py:\d+ in parse \(40 pages, e\.g\. "
+            + re.escape(base + "/product/"),
+            loose.stderr,
+        ), loose.stderr
         strict = crawl([ref, "--fresh", "--max-error-rate", "0.1"], tmp_path, code=1)
         assert "✗ broken failed: " in strict.stderr
         assert "of the pages failed in the spider (more than --max-error-rate 0.1)" in strict.stderr
@@ -251,6 +257,10 @@ def test_crawl__parse_errors_are_counted_and_fail_the_crawl_past_a_threshold(
         )
         bad = crawl(["all_bad.py"], tmp_path, code=1)
         assert "✗ bad failed: every page (1) failed in the spider" in bad.stderr
+        assert "pages      1 fetched" in bad.stderr  # it was fetched: the spider failed on it
+        assert f"ZeroDivisionError: division by zero at all_bad.py:8 in parse (at {base}/)" in (
+            bad.stderr
+        )
 
 
 def _records_in(db_path: Path, job: str) -> int:

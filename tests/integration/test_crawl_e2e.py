@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import signal
@@ -84,6 +85,13 @@ def test_demo_shop__two_workers__every_record_once_quarantine_robots_dedup_warc(
     assert all(r["_warc_record_id"].startswith("<urn:uuid:") for r in rows)
     table = pq.read_table(tmp_path / "records.parquet")
     assert sorted(table.column("sku").to_pylist()) == sorted(expected)
+    piped = run(["export", "-o", "-"], tmp_path)  # stdout, as crawl -o - writes
+    assert piped.returncode == 0, piped.stderr
+    assert sorted(json.loads(line)["sku"] for line in piped.stdout.splitlines()) == sorted(expected)
+    assert f"{len(expected)} records of demo-shop → stdout" in piped.stderr
+    as_csv = run(["export", "--format", "csv", "-o", "-"], tmp_path)
+    assert sorted(r["sku"] for r in csv.DictReader(io.StringIO(as_csv.stdout))) == sorted(expected)
+    assert not (tmp_path / "-").exists()
 
     kinds = warc_records(tmp_path / ".crawlfleet" / "warc")
     fetched = stats["requests"] - paths.get("/robots.txt", 0)
@@ -149,6 +157,11 @@ def test_kill_9_of_one_worker__crawl_finishes_with_every_record_once(tmp_path: P
             "cannot write",
         ),
         (lambda d, base: ["export", "--format", "xml", "-o", "x.xml"], "Invalid value"),
+        (lambda d, base: ["export", "-o", "x.xml"], "cannot tell which format to write to x.xml"),
+        (
+            lambda d, base: ["crawl", str(d / "shop.py"), "-o", "out.txt"],
+            "cannot tell which format to write to out.txt (a .txt file)",
+        ),
     ],
 )
 def test_bad_input__one_line_error_and_nonzero_exit(

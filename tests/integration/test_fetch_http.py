@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 import pytest
 from tests.sites.hostile import BOMB_SIZE, HostileSite, hostile_site, page_bytes
@@ -22,8 +23,11 @@ from crawlfleet.errors import (
 from crawlfleet.fetch import FetchSettings, HttpClient
 from crawlfleet.fetch.base import FetchRequest
 from crawlfleet.fetch.http import HttpFetcher
+from crawlfleet.policy.blocks import is_html
+from crawlfleet.response import Response
 from crawlfleet.routes.pools import DIRECT, Route
 from crawlfleet.routes.sessions import Session
+from crawlfleet.urls import request_identity
 
 __all__ = ["hostile_site"]  # the imported fixture is used by name
 
@@ -71,6 +75,50 @@ async def test_encoded_pages_are_decoded(
     result = await fetcher.fetch(hostile_site.url(f"/encoded/{encoding}?size=200000"))
     assert result.body == page_bytes(200_000)
     assert result.nbytes_wire < 10_000
+
+
+@pytest.mark.parametrize(
+    ("given", "target"),
+    [
+        ("/page?url=/get&status_code=307", "/page?url=/get&status_code=307"),
+        ("/page?sort=price&sort=name", "/page?sort=price&sort=name"),
+        ("/page?q=%7e&r=a+b&s=%2F&t=it%27s&&z", "/page?q=%7e&r=a+b&s=%2F&t=it%27s&&z"),
+        ("/page?sessionid=abc&id=1#frag", "/page?sessionid=abc&id=1"),
+        ("/page?q=a b&w=é", "/page?q=a%20b&w=%C3%A9"),  # escaped as a browser escapes them
+    ],
+)
+async def test_the_request_line_is_the_url_as_given(
+    hostile_site: HostileSite, fetcher: HttpClient, given: str, target: str
+) -> None:
+    """What a spider asks for is what the server receives: stored as request_identity gives it,
+    fetched as it is stored (no query sorted, no escape decoded)."""
+    url, _, _ = request_identity(hostile_site.url(given))
+    result = await fetcher.fetch(url)
+    assert result.status == 200
+    assert hostile_site.request_lines == [f"GET {target} HTTP/1.1"]
+
+
+async def test_a_redirect_target_is_fetched_as_the_location_gives_it(
+    hostile_site: HostileSite, fetcher: HttpClient
+) -> None:
+    location = quote("/page?b=2&a=1&a=0&q=%7e", safe="")
+    result = await fetcher.fetch(hostile_site.url(f"/redirect-to?url={location}"))
+    assert result.status == 200
+    assert hostile_site.request_lines[-1] == "GET /page?b=2&a=1&a=0&q=%7e HTTP/1.1"
+
+
+async def test_the_last_content_type_is_the_pages(
+    hostile_site: HostileSite, fetcher: HttpClient
+) -> None:
+    result = await fetcher.fetch(hostile_site.url("/two-content-types"))
+    assert [v for k, v in result.headers if k.lower() == "content-type"] == [
+        "text/plain; charset=utf-8",
+        "text/html; charset=iso-8859-1",
+    ]
+    response = Response(result.url, result.status, result.header_map, result.body)
+    assert response.encoding == "cp1252"  # WHATWG's iso-8859-1
+    assert response.css("h1::text").get() == "Café"
+    assert is_html(result.header_map, result.body)  # read as a page, not as text/plain
 
 
 # H1: size caps

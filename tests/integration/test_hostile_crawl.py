@@ -152,18 +152,23 @@ async def test_robots_txt_500_forever__dead_robots_unavailable_after_the_give_up
 ) -> None:
     hostile_site.robots = "500"
     (tmp_path / "crawlfleet.toml").write_text(
-        "[pacing]\nrobots_recheck = 0.5\nrobots_give_up = 2.0\n"
+        "[pacing]\nrobots_recheck = 0.5\nrobots_give_up = 7.0\n"
     )
     spider = write_spider(tmp_path / "s.py", [hostile_site.url("/leaf"), hostile_site.url("/")])
     started = time.monotonic()
     code, _, err = await crawlfleet(tmp_path, "crawl", str(spider))
     took = time.monotonic() - started
     assert code == 1, err
+    # while it waited, the progress line said for what (a plain line every 5 s off a terminal)
+    assert "waiting for robots.txt of 127.0.0.1 (HTTP 500): 2 requests" in err, err
     rows = requests_of(tmp_path)
     assert {(s, r) for s, r, _, _ in rows.values()} == {("dead", "robots_unavailable")}, rows
+    assert {e for *_, e in rows.values()} == {
+        "robots.txt unreachable for over 7s (HTTP 500): given up"
+    }
     assert hostile_site.hits["/leaf"] == 0
     assert hostile_site.hits["/robots.txt"] >= 3  # rechecked until the give-up
-    assert 2.0 <= took < 20, f"gave up after {took:.1f}s"
+    assert 7.0 <= took < 40, f"gave up after {took:.1f}s"
 
     hostile_site.robots = "nodelay"  # the site is back: replay, crawl again
     code, out, err = await crawlfleet(tmp_path, "dead", "replay", "--job", "hostile")
@@ -266,3 +271,86 @@ async def test_credentials_in_a_start_url__pages_fetched__password_in_no_artefac
         artefacts["postgres dump"] if backend == "postgres" else artefacts[".crawlfleet/queue.db"]
     )
     assert hostile_site.url("/auth/page/1").encode() in pages  # the dump is of this crawl
+
+
+LATE_START = """\
+from crawlfleet import Spider
+
+
+class Late(Spider):
+    name = "late"
+
+    def __init__(self, site=None, **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [site]  # Scrapy's way: the start from an argument (-a site=...)
+
+    def parse(self, response):
+        yield {"url": response.url}
+"""
+
+
+async def test_start_urls_set_in_init__their_host_may_be_private_and_the_crawl_ends(
+    hostile_site: HostileSite, tmp_path: Path
+) -> None:
+    hostile_site.robots = "nodelay"
+    (tmp_path / "crawlfleet.toml").write_text("[pacing]\nrobots_give_up = 5.0\n")
+    (tmp_path / "late.py").write_text(LATE_START)
+    site = "site=" + hostile_site.url("/leaf")
+    code, out, err = await crawlfleet(tmp_path, "crawl", "late.py", "-a", site, "-o", "-")
+    assert code == 0, err
+    assert [json.loads(line) for line in out.splitlines()] == [{"url": hostile_site.url("/leaf")}]
+    assert hostile_site.hits["/robots.txt"] == 1  # fetched: the guard let the named host in
+
+
+SCRAPY_HABITS = """\
+import json
+from crawlfleet import Request, Spider
+
+
+class Habits(Spider):
+    name = "habits"
+    start_urls = [{leaf!r}]
+
+    def start_requests(self):
+        yield Request({leaf!r}, callback=self.product, cb_kwargs={{"n": 7, "tag": "x"}})
+        yield Request({auth!r}, errback=self.failed, cb_kwargs={{"n": 8}}, meta={{"k": "v"}})
+
+    def product(self, response, n, tag):
+        self.logger.warning("item %s of %s", n, response.url)
+        yield {{"n": n, "tag": tag, "again": response.cb_kwargs["n"], "meta": response.meta}}
+
+    def failed(self, failure):
+        request = failure.request
+        seen = {{
+            "reason": failure.reason, "error": failure.error, "status": failure.status,
+            "url": request.url, "cb_kwargs": request.cb_kwargs, "meta": request.meta,
+        }}
+        with open("failed.json", "w") as f:
+            json.dump(seen, f)
+        yield {{"lost": True}}
+"""
+
+
+async def test_scrapy_habits__logger_cb_kwargs_and_errback(
+    hostile_site: HostileSite, tmp_path: Path
+) -> None:
+    hostile_site.robots = "nodelay"
+    leaf, auth = hostile_site.url("/leaf"), hostile_site.url("/auth/")  # /auth/: 401
+    (tmp_path / "s.py").write_text(SCRAPY_HABITS.format(leaf=leaf, auth=auth))
+    code, out, err = await crawlfleet(tmp_path, "crawl", "s.py", "-o", "-")
+    assert code == 0, err
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"n": 7, "tag": "x", "again": 7, "meta": {}}  # cb_kwargs are not meta
+    ]
+    assert f"item 7 of {leaf}" in err  # self.logger: the spider's warnings in crawl's output
+    seen = json.loads((tmp_path / "failed.json").read_text())
+    assert seen == {
+        "reason": "http_4xx",
+        "error": seen["error"],
+        "status": 401,
+        "url": auth,
+        "cb_kwargs": {"n": 8},
+        "meta": {"k": "v"},
+    }
+    assert seen["error"].startswith("HTTP 401")
+    assert "errback failed of " + auth + " returned 1 items: an errback's output is not used" in err

@@ -498,6 +498,12 @@ def test_serve__refuses_open_binds_wrong_tokens_foreign_hosts_and_cross_origin_p
             _request(base, "GET", "/api/overview", Host=foreign, Authorization="Bearer s3cret")
             == 400
         )
+        conn = http.client.HTTPConnection("127.0.0.1", urlsplit(base).port, timeout=10)
+        conn.request("GET", "/", headers={"Host": foreign})
+        refused = conn.getresponse().read().decode()
+        conn.close()
+        assert f"unknown Host header '{foreign}'" in refused  # and what to do about it
+        assert "add it to [control] allowed_hosts in crawlfleet.toml" in refused
         post = {"Host": host, "Content-Type": "application/json", "Authorization": "Bearer s3cret"}
         assert (
             _request(base, "POST", "/api/jobs/nope/pause", **post, Origin="http://evil.example")

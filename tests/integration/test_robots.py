@@ -58,6 +58,15 @@ async def test_rules_are_obeyed(hostile_site: HostileSite, robots: RobotsCache) 
     assert hostile_site.hits["/robots.txt"] == 1
 
 
+async def test_groups_of_other_crawlers_named_like_words_of_our_user_agent_do_not_apply(
+    hostile_site: HostileSite, robots: RobotsCache
+) -> None:
+    hostile_site.robots = "others"  # "User-agent: crawl / github / HTTPS": "Disallow: /"
+    assert await robots.allowed(hostile_site.url("/page"))
+    assert not await robots.allowed(hostile_site.url("/private/x"))  # the "*" group is ours
+    assert await robots.crawl_delay(hostile_site.url("/")) is None
+
+
 @pytest.mark.parametrize("mode", ["404", "403"])
 async def test_4xx_allows_everything(
     hostile_site: HostileSite, robots: RobotsCache, mode: str

@@ -29,6 +29,7 @@ import brotli
 import pytest
 import zstandard
 from aiohttp import web
+from multidict import CIMultiDict
 
 BOMB_SIZE = 11 * 1024 * 1024
 """What every bomb decompresses to."""
@@ -46,9 +47,22 @@ ROBOTS_RULES = (
 )
 ROBOTS_RULES_NO_DELAY = ROBOTS_RULES.replace("Crawl-delay: 2.5\n", "")
 """The same rules without the Crawl-delay (robots mode ``nodelay``: crawls at full speed)."""
+ROBOTS_OTHER_AGENTS = (
+    "User-agent: *\n"
+    "Disallow: /private\n"
+    "\n"
+    "User-agent: crawl\n"
+    "User-agent: github\n"
+    "User-agent: HTTPS\n"
+    "Disallow: /\n"
+    "Crawl-delay: 30\n"
+)
+"""Groups for other crawlers whose names are words of crawlfleet's User-Agent header (mode
+``others``): none of them is crawlfleet's (RFC 9309 matches the product token, whole)."""
 ROBOTS_MODES = (
     "rules",
     "nodelay",
+    "others",
     "404",
     "403",
     "500",
@@ -105,6 +119,8 @@ class HostileSite:
     hits: Counter[str] = field(default_factory=Counter)
     #: requests per path and query, as asked (``/session?sessionid=1``)
     asked: Counter[str] = field(default_factory=Counter)
+    #: every request line received, as it came (``GET /p?b=2&a=1 HTTP/1.1``)
+    request_lines: list[str] = field(default_factory=list)
     robots: str = "rules"
 
     @property
@@ -166,6 +182,19 @@ async def redirect_chain(request: web.Request) -> web.StreamResponse:
     if hops <= 0:
         return web.Response(text="arrived")
     raise web.HTTPFound(f"/redirect/{hops - 1}")
+
+
+async def two_content_types(request: web.Request) -> web.StreamResponse:
+    """``/two-content-types``: a latin-1 HTML page sent with two ``Content-Type`` headers, the
+    first wrong (``text/plain; charset=utf-8``): the last one is the page's (Fetch standard)."""
+    headers = CIMultiDict(
+        [
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Content-Type", "text/html; charset=iso-8859-1"),
+        ]
+    )
+    body = "<html><body><h1>Café</h1><a href='/page'>next</a></body></html>".encode("latin-1")
+    return web.Response(body=body, headers=headers)
 
 
 async def redirect_loop(request: web.Request) -> web.StreamResponse:
@@ -375,9 +404,14 @@ async def _robots_no_delay(request: web.Request) -> web.StreamResponse:
     return web.Response(text=ROBOTS_RULES_NO_DELAY)
 
 
+async def _robots_other_agents(request: web.Request) -> web.StreamResponse:
+    return web.Response(text=ROBOTS_OTHER_AGENTS)
+
+
 _ROBOTS: dict[str, Handler] = {
     "rules": _robots_rules,
     "nodelay": _robots_no_delay,
+    "others": _robots_other_agents,
     "404": _robots_status(404),
     "403": _robots_status(403),
     "500": _robots_status(500),
@@ -396,6 +430,9 @@ SITE_KEY = web.AppKey("site", HostileSite)
 async def _count(request: web.Request, handler: Handler) -> web.StreamResponse:
     request.app[SITE_KEY].hits[request.path] += 1
     request.app[SITE_KEY].asked[request.path_qs] += 1
+    version = request.version
+    line = f"{request.method} {request.raw_path} HTTP/{version.major}.{version.minor}"
+    request.app[SITE_KEY].request_lines.append(line)
     return await handler(request)
 
 
@@ -410,6 +447,7 @@ def make_app(site: HostileSite) -> web.Application:
     app.router.add_get("/lying-length", lying_length)
     app.router.add_get("/redirect/{n}", redirect_chain)
     app.router.add_get("/loop/{side}", redirect_loop)
+    app.router.add_get("/two-content-types", two_content_types)
     app.router.add_route("*", "/redirect-to", redirect_to)
     app.router.add_route("*", "/echo", echo)
     app.router.add_route("*", "/login-redirect", login_redirect)

@@ -185,6 +185,8 @@ async def test_block_page__never_parsed_reason_kept_its_snapshot_marked(
     assert isinstance(verdict, Failure) and verdict.outcome is Outcome.BLOCKED
     (event,) = h.attempts
     assert event.records == 0 and event.block_reason is not None
+    # the dead letter says why, as `crawlfleet fetch` does: the classifier's reason
+    assert verdict.error == f"HTTP {event.status} (block page: {event.block_reason})"
     assert isinstance(await h.run("/p/1"), Completion)  # a page: no mark
     h.job.warc.close()
     records = []

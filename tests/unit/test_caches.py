@@ -232,7 +232,7 @@ def test_job_caches__a_forgotten_link_is_sent_again_the_same_and_the_store_keeps
         == [
             "http://a.example/x",
             "http://a.example/list/item-1.html",
-            "http://a.example/y?a=1&b=2",
+            "http://a.example/y?b=2&a=1",  # as written: fetched as given
             "http://a.example/z",
         ]
     )

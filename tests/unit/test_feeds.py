@@ -26,13 +26,27 @@ def rows(start: int, n: int) -> list[dict[str, object]]:
         ("a.json", None, "json"),
         ("a.CSV", None, "csv"),
         ("a.parquet", None, "parquet"),
-        ("a.txt", None, "jsonl"),
+        ("a.ndjson", None, "jsonl"),
+        ("a.txt", "jsonl", "jsonl"),
         ("-", None, "jsonl"),
         ("-", "csv", "csv"),
     ],
 )
 def test_feed_format__follows_the_extension(path: str, fmt: str | None, expected: str) -> None:
     assert feed_format(path, fmt) == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [
+        ("out.xml", "a .xml file"),
+        ("out.txt", "a .txt file"),
+        ("records", "a file without an extension"),
+    ],
+)
+def test_feed_format__an_extension_that_names_no_format_is_refused(path: str, what: str) -> None:
+    with pytest.raises(UsageError, match=f"cannot tell which format to write to {path} \\({what}"):
+        feed_format(path, None)
 
 
 def test_jsonl__appends_lines_and_overwrites(tmp_path: Path) -> None:

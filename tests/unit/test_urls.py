@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from crawlfleet.urls import (
     DEFAULT_SESSION_PARAMS,
+    TOKEN_PARAMS,
     LinkCanonicalizer,
     canonicalize,
     credentials_by_origin,
@@ -31,7 +32,12 @@ from crawlfleet.urls import (
         ("http://example.com", "http://example.com/"),
         ("http://example.com/a#frag", "http://example.com/a"),
         ("http://example.com/?b=2&a=1", "http://example.com/?a=1&b=2"),
-        ("http://example.com/?a=2&a=1&a=", "http://example.com/?a=&a=1&a=2"),
+        # by key; a key's repeated values keep their order (another order is another page)
+        ("http://example.com/?a=2&a=1&a=", "http://example.com/?a=2&a=1&a="),
+        (
+            "http://example.com/?sort=price&b=1&sort=name",
+            "http://example.com/?b=1&sort=price&sort=name",
+        ),
         ("http://example.com/?b&a", "http://example.com/?a&b"),
         ("http://example.com/?", "http://example.com/"),
         ("http://example.com/?&&a=1&", "http://example.com/?a=1"),
@@ -54,7 +60,12 @@ from crawlfleet.urls import (
         ("  http://example.com/x  ", "http://example.com/x"),
         # session ids, in the query and as path parameters, any case
         ("http://example.com/?id=3&PHPSESSID=abc", "http://example.com/?id=3"),
-        ("http://example.com/?jsessionid=1&sid=2", "http://example.com/"),
+        ("http://example.com/?jsessionid=1&sid=2", "http://example.com/?sid=2"),
+        ("http://example.com/?sid=9f8e7d6c5b4a3928&x=1", "http://example.com/?x=1"),
+        ("http://example.com/?SESSION=0a1b2c3d-4e5f-6a7b-8c9d&x=1", "http://example.com/?x=1"),
+        ("http://example.com/?sid=abcdefghijklmnopq", "http://example.com/?sid=abcdefghijklmnopq"),
+        ("http://example.com/?sid=1234567890123456", "http://example.com/?sid=1234567890123456"),
+        ("http://example.com/story;sid=12", "http://example.com/story;sid=12"),
         ("http://example.com/cart;jsessionid=AB12?x=1", "http://example.com/cart?x=1"),
         ("http://example.com/a;JSESSIONID=1;v=2/b", "http://example.com/a;v=2/b"),
         ("http://example.com/a/..;jsessionid=1/b", "http://example.com/b"),
@@ -66,15 +77,28 @@ def test_canonicalize(url: str, expected: str) -> None:
 
 
 def test_canonicalize_session_params_are_configurable() -> None:
-    url = "http://example.com/a;sid=1?sid=2&token=3"
+    url = "http://example.com/a;sid=1?sid=2&sid=ab12ab12ab12ab12ab12&token=3"
     assert canonicalize(url, session_params=frozenset()) == url
     only_token = frozenset({"token"})
     assert canonicalize(url, session_params=only_token) == "http://example.com/a;sid=1?sid=2"
 
 
 def test_default_session_params_are_lowercase() -> None:
-    assert {"jsessionid", "phpsessid", "sid", "sessionid", "cftoken"} <= DEFAULT_SESSION_PARAMS
-    assert all(name == name.lower() for name in DEFAULT_SESSION_PARAMS)
+    assert {"jsessionid", "phpsessid", "sessionid", "cftoken"} <= DEFAULT_SESSION_PARAMS
+    assert all(name == name.lower() for name in DEFAULT_SESSION_PARAMS | TOKEN_PARAMS)
+    assert "sid" not in DEFAULT_SESSION_PARAMS  # a story's or a section's id as often: by value
+
+
+def test_short_ids_named_like_sessions_are_pages_long_random_values_are_sessions() -> None:
+    assert (
+        request_identity("http://h.test/p?sid=1")[1] != request_identity("http://h.test/p?sid=2")[1]
+    )
+    token_a, token_b = "sid=3f9a0c1e7b2d4f6a8c0e", "sid=Zx81Qp02Lm93Kd47Hg55"
+    assert (
+        request_identity(f"http://h.test/p?{token_a}")[1]
+        == request_identity(f"http://h.test/p?{token_b}")[1]
+        == request_identity("http://h.test/p")[1]
+    )
 
 
 @pytest.mark.parametrize(
@@ -188,7 +212,7 @@ BASE = "https://shop.test/list/shoes/"
     ("href", "expected"),
     [
         ("/about", "https://shop.test/about"),
-        ("item?id=2&b=1#reviews", "https://shop.test/list/shoes/item?b=1&id=2"),
+        ("item?id=2&b=1#reviews", "https://shop.test/list/shoes/item?id=2&b=1"),
         ("../boots/", "https://shop.test/list/boots/"),
         ("?page=2", "https://shop.test/list/shoes/?page=2"),
         ("#top", "https://shop.test/list/shoes/"),
@@ -207,7 +231,7 @@ def test_resolve(href: str, expected: str) -> None:
         result = canon.resolve(href, BASE)
         assert result is not None
         url, fp, host = result
-        assert (url, fp, host) == (expected, fingerprint(expected), host_of(expected))
+        assert (url, fp, host) == (expected, fingerprint(canonicalize(expected)), host_of(expected))
 
 
 def test_resolve__session_ids_kept_in_the_url__left_out_of_the_fingerprint() -> None:
@@ -218,14 +242,35 @@ def test_resolve__session_ids_kept_in_the_url__left_out_of_the_fingerprint() -> 
             "http://other.test/;jsessionid=9",
             "http://other.test/",
         ),
-        ("/a?sessionid=7&b=1", "https://shop.test/a?b=1&sessionid=7", "https://shop.test/a?b=1"),
+        ("/a?sessionid=7&b=1", "https://shop.test/a?sessionid=7&b=1", "https://shop.test/a?b=1"),
     ]:
         assert canon.resolve(href, BASE) == (asked, fingerprint(key), host_of(key))
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://shop.test/get?url=/get&status_code=307",
+        "http://shop.test/list?sort=price&sort=name",
+        "http://shop.test/a%7eb/%2F?q=%7e&r=a+b&s=%2F&t=it%27s&&z",
+        "http://shop.test/p|x?a=[1]&b",
+        "http://shop.test/?",
+    ],
+)
+def test_request_url__the_url_as_given(url: str) -> None:
+    assert request_url(url) == url
+    assert request_identity(url)[0] == url
+    assert LinkCanonicalizer().resolve(url, BASE) == request_identity(url)
+
+
+def test_request_url__as_a_browser_sends_it() -> None:
+    given = "HTTP://u:pw@Shop.Test:80/a/./b/../c d?q=é#frag"
+    assert request_url(given) == "http://shop.test/a/c%20d?q=%C3%A9"
+
+
 def test_request_identity__fetch_what_was_asked__dedup_without_session_or_credentials() -> None:
     url, fp, host = request_identity("http://u:pw@Shop.test/p?sessionid=1&a=2")
-    assert url == "http://shop.test/p?a=2&sessionid=1"
+    assert url == "http://shop.test/p?sessionid=1&a=2"
     assert fp == fingerprint("http://shop.test/p?a=2")
     assert host == "shop.test"
     assert request_identity("http://shop.test/p?a=2")[1] == fp
@@ -277,10 +322,10 @@ def test_resolve_root_relative_depends_on_base_origin() -> None:
     bases = ["https://a.test/x", "https://b.test/y", "http://a.test/", "https://u:p@a.test:81/z"]
     got = [canon.resolve("/p?b=1&a=2", base) for base in bases]
     assert [r[0] if r else None for r in got] == [
-        "https://a.test/p?a=2&b=1",
-        "https://b.test/p?a=2&b=1",
-        "http://a.test/p?a=2&b=1",
-        "https://a.test:81/p?a=2&b=1",  # credentials are never part of a request's URL
+        "https://a.test/p?b=1&a=2",
+        "https://b.test/p?b=1&a=2",
+        "http://a.test/p?b=1&a=2",
+        "https://a.test:81/p?b=1&a=2",  # credentials are never part of a request's URL
     ]
 
 
@@ -296,7 +341,7 @@ def test_resolve_uses_session_params() -> None:
     canon = LinkCanonicalizer(session_params=frozenset({"token"}))
     result = canon.resolve("/a?token=1&sid=2", BASE)
     assert result is not None
-    assert result[0] == "https://shop.test/a?sid=2&token=1"
+    assert result[0] == "https://shop.test/a?token=1&sid=2"
     assert result[1] == fingerprint("https://shop.test/a?sid=2")
 
 
@@ -419,4 +464,5 @@ def test_resolve_of_plain_paths_agrees_with_canonicalize(
         result = canon.resolve(href, base)
         assert (result[0] if result else None) == expected
         if result is not None:
-            assert result == (expected, fingerprint(expected), host_of(expected))  # type: ignore[arg-type]
+            assert expected is not None
+            assert result == (expected, fingerprint(canonicalize(expected)), host_of(expected))

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from crawlfleet.cli.common import async_command, one_job, opened, queue_option, settings
+from crawlfleet.cli.common import async_command, fail, one_job, opened, queue_option, settings
 
 if TYPE_CHECKING:
+    from crawlfleet.data.export import Format
     from crawlfleet.frontier.ports import Insights
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
@@ -20,7 +21,9 @@ FORMATS = ("jsonl", "json", "csv", "parquet")
 @click.option(
     "--format", "fmt", type=click.Choice(FORMATS), help="Default: from the file's extension."
 )
-@click.option("-o", "--output", required=True, metavar="FILE")
+@click.option(
+    "-o", "--output", required=True, metavar="FILE", help="Where to write (- for stdout)."
+)
 @click.option("--quarantine", is_flag=True, help="Export the quarantined records instead.")
 @click.option(
     "--provenance",
@@ -40,16 +43,23 @@ async def export(
     provenance: bool,
 ) -> None:
     """Write a job's records to FILE: JSON lines (.jsonl), one JSON array (.json), CSV or
-    Parquet. All or nothing: the file appears complete or not at all."""
-    from crawlfleet.data.feeds import check_writable, feed_format
+    Parquet. All or nothing: the file appears complete or not at all. ``-o -`` writes to
+    stdout (JSON lines, or --format json/csv)."""
+    from crawlfleet.data.feeds import STDOUT, check_writable, feed_format
 
     s = settings(ctx, {"queue": queue})
-    check_writable(output)
+    chosen = feed_format(output, fmt)
+    if output == STDOUT:
+        if chosen == "parquet":
+            fail("-o - writes JSON lines, JSON or CSV, not Parquet")
+    else:
+        check_writable(output)
     async with opened(s, create=False) as store:
         name = await one_job(store, job)
-        n = await export_job(store, name, output, feed_format(output, fmt), quarantine, provenance)
+        n = await export_job(store, name, output, chosen, quarantine, provenance)
     what = "quarantined records" if quarantine else "records"
-    click.echo(f"{n} {what} of {name} → {output}", err=True)
+    where = "stdout" if output == STDOUT else output
+    click.echo(f"{n} {what} of {name} → {where}", err=True)
 
 
 async def export_job(
@@ -57,7 +67,7 @@ async def export_job(
 ) -> int:
     import asyncio
 
-    from crawlfleet.data.export import Format, export_records
+    from crawlfleet.data.export import export_records
 
     source = store.iter_quarantine(job) if quarantine else store.iter_records(job)
     rows: list[Any] = []
@@ -66,7 +76,28 @@ async def export_job(
             rows.append(row)
             reading.count(len(rows))
     fmt_ = cast("Format", fmt)  # one of FORMATS: click checked it, or feed_format chose it
+    if output == "-":
+        return await asyncio.to_thread(_to_stdout, rows, fmt_, provenance)
     return await asyncio.to_thread(export_records, rows, fmt_, output, provenance=provenance)
+
+
+def _to_stdout(rows: list[Any], fmt: Format, provenance: bool) -> int:
+    """The rows to stdout, written as the file would be (through a temporary file: the
+    export's writers are file writers, and a failure then leaves stdout untouched)."""
+    import os
+    import shutil
+    import sys
+    import tempfile
+
+    from crawlfleet.data.export import export_records
+
+    with tempfile.TemporaryDirectory(prefix="crawlfleet-export-") as tmp:
+        path = os.path.join(tmp, f"out.{fmt}")
+        n = export_records(rows, fmt, path, provenance=provenance)
+        with open(path, "rb") as f:
+            shutil.copyfileobj(f, sys.stdout.buffer)
+    sys.stdout.buffer.flush()
+    return n
 
 
 class _Reading:

@@ -70,7 +70,9 @@ def fetch_settings(settings: Settings, url: str, spider_cls: type[Spider] | None
     )
     hosts = {(urlsplit(url).hostname or "").lower()}
     if spider_cls is not None:
-        hosts |= spider_cls.seed_hosts()
+        from crawlfleet.spiders import spider_instance
+
+        hosts |= spider_instance(spider_cls).seed_hosts()
     return FetchSettings(
         timeout=s.fetch_timeout,
         max_body=s.max_body,

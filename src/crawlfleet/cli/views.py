@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -83,6 +84,8 @@ def status_block(s: JobStats, activity: JobActivity | None = None) -> list[str]:
     lines = [status_line(s), f"  {retry_line(s)}"]
     if s.traps_by_domain:
         lines.append(f"  {traps_line(s)}")
+    if s.robots_waiting:
+        lines.append(f"  {robots_waiting(s)}")
     if activity is not None and activity.dead_by_reason:
         lines.append(f"  {dead_line(activity)}")
     return lines
@@ -101,7 +104,16 @@ def progress_line(s: JobStats, rate: float, eta: float | None = None) -> str:
         f"{rate:,.0f} pages/s · {s.queued + s.waiting:,} queued · {s.done:,} done · "
         f"{s.blocked:,} blocked · {s.records:,} records · {s.quarantined:,} quarantined · "
         f"{s.retried:,} retried · {s.dead:,} dead · ETA {duration(eta)}"
-    )
+    ) + (f" · {robots_waiting(s)}" if s.robots_waiting else "")
+
+
+def robots_waiting(s: JobStats) -> str:
+    """``waiting for robots.txt of h (HTTP 503): 12 requests``, the host with most first, and
+    how many others wait so."""
+    (host, (n, error)), *others = sorted(s.robots_waiting.items(), key=lambda kv: -kv[1][0])
+    why = error.removeprefix("robots.txt unreachable (").partition("): host postponed")[0]
+    more = f" (+{len(others)} more hosts)" if others else ""
+    return f"waiting for robots.txt of {host} ({why}): {n:,} requests{more}"
 
 
 def duration(seconds: float | None) -> str:
@@ -187,6 +199,7 @@ def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | No
             f"  [red]errors     {report.parse_errors:,} pages failed in the spider[/] "
             f"(crawlfleet dead list --job {s.job} --reason parse_error)"
         )
+        lines.extend(_parse_error_lines(report))
     lines.append(f"  store      {store}")
     lines.append(f"  WARC       {raw}")
     if output:
@@ -194,6 +207,26 @@ def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | No
     lines.extend(f"  note       {note}" for note in report.notes)
     if s.dead and not report.parse_errors:
         lines.append(f"  see why:   crawlfleet dead list --job {s.job}")
+    return lines
+
+
+def _parse_error_lines(report: CrawlReport) -> list[str]:
+    """The first few distinct spider errors of the run (type, message, file and line; markup
+    escaped: an error message is the spider's text), then how many others there were."""
+    from rich.markup import escape
+
+    here = os.getcwd() + os.sep
+    lines = []
+    shown = 0
+    for error, pages, url in report.parse_error_samples:
+        shown += pages
+        first, *rest = error.replace(f" at {here}", " at ").splitlines() or [""]
+        more = f" | {len(rest)} more lines" if rest else ""
+        where = f"{pages:,} pages, e.g." if pages > 1 else "at"
+        lines.append(f"             {escape(first)}{escape(more)} ({where} {escape(url)})")
+    others = report.parse_errors - shown
+    if others > 0:
+        lines.append(f"             ... and {others:,} more pages with other errors")
     return lines
 
 

@@ -166,7 +166,11 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
     g = request.app[GUARD]
     host = request.headers.get("Host")
     if not host_allowed(host, g.names, g.port):
-        return _refuse(400, "unknown Host header")
+        return _refuse(
+            400,
+            f"unknown Host header {host!r}: to open the dashboard by this name, add it to "
+            "[control] allowed_hosts in crawlfleet.toml",
+        )
     auth = request.headers.get("Authorization")
     if request.method in ("GET", "HEAD"):
         if g.token and not (

@@ -54,14 +54,26 @@ class Feed(Protocol):
 
 
 def feed_format(path: str, fmt: str | None) -> str:
-    """The format of ``path``: ``fmt`` if given, else by extension (JSON lines for stdout and
-    unknown extensions)."""
+    """The format of ``path``: ``fmt`` if given, else by extension (JSON lines for stdout).
+
+    Raises UsageError (one line) for an extension that names no format crawlfleet writes
+    (``.xml``, ``.txt``...): a file must not get JSON lines under a name that promises
+    something else."""
     if fmt:
         if fmt not in FEED_FORMATS:
             raise UsageError(f"unknown format {fmt!r} (one of {', '.join(FEED_FORMATS)})")
         return fmt
+    if path == STDOUT:
+        return "jsonl"
     suffix = Path(path).suffix.lstrip(".").lower()
-    return _SUFFIXES.get(suffix, suffix if suffix in FEED_FORMATS else "jsonl")
+    found = _SUFFIXES.get(suffix, suffix if suffix in FEED_FORMATS else None)
+    if found is None:
+        what = f"a .{suffix} file" if suffix else "a file without an extension"
+        raise UsageError(
+            f"cannot tell which format to write to {path} ({what}): crawlfleet writes "
+            ".jsonl, .json, .csv and .parquet; name the file so, or give --format"
+        )
+    return found
 
 
 def check_writable(path: str) -> None:

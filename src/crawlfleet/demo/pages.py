@@ -53,7 +53,8 @@ class DynamicLinks:
         return f"/category/{slug}?page={page}&sort={sort}"
 
     def product(self, sku: str, variant: int = 0) -> str:
-        suffix = ("", "?sid=abc123", ";jsessionid=9F3A1C", "#reviews")[variant % 4]
+        # a session token in the query (a long random value), one as a path parameter
+        suffix = ("", "?sid=9f3a1c7e2b8d4f60a1c3", ";jsessionid=9F3A1C", "#reviews")[variant % 4]
         return f"/product/{sku}{suffix}"
 
 

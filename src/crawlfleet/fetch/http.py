@@ -14,6 +14,9 @@ What it does itself rather than leaving to aiohttp, and why:
   dropped when a hop leaves the origin;
 * **content decoding** (:mod:`crawlfleet.fetch.limits`): the size cap applies to decoded bytes
   while decoding, which stops decompression bombs;
+* **the URL as given**: the request target is the URL's WHATWG serialisation, sent as it is
+  (aiohttp's own URL handling would decode ``%2F``, ``%7E`` or ``%27`` and re-escape others);
+  a redirect's ``Location`` is joined the way a browser joins it, and sent as it comes out;
 * **one deadline** per fetch (``timeout``) covering every hop and the body, so a server that
   trickles one byte at a time cannot hold a worker forever.
 
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+import ada_url
 import aiohttp
 import aiohttp_socks
 from aiohttp.http_exceptions import LineTooLong
@@ -262,7 +266,7 @@ class HttpClient:
         if self._session is None:
             raise RuntimeError("HttpClient used outside 'async with' (or after close)")
         request = _Request(
-            url=self._checked(url),
+            url=self._checked(as_given(url)),
             method=method.upper(),
             headers=_without_proxy_auth(headers),
             body=body,
@@ -401,7 +405,7 @@ class HttpClient:
     ) -> _Request:
         """The request a redirect asks for (RFC 9110 §15.4), re-checked like a new one."""
         try:
-            target = request.url.join(URL(location))
+            target = URL(ada_url.join_url(str(request.url), location), encoded=True)
         except (ValueError, TypeError) as exc:
             raise InvalidURL(f"bad redirect Location {location!r}") from exc
         target = self._checked(target.with_fragment(None))
@@ -420,6 +424,17 @@ class HttpClient:
             if cookie is not None:
                 headers["Cookie"] = cookie
         return _Request(url=target, method=method, headers=headers, body=body)
+
+
+def as_given(url: str) -> URL | str:
+    """``url`` as the request sends it: its WHATWG serialisation (what a browser sends), taken
+    as already encoded so nothing in it is rewritten. A string ada cannot parse is left to yarl
+    (which refuses it, or reads it its own way)."""
+    try:
+        href = ada_url.normalize_url(url)
+    except ValueError:
+        return url
+    return URL(href, encoded=True)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,9 @@ What the status of ``/robots.txt`` means (RFC 9309 §2.3.1):
                                       is fetched again after ``error_recheck`` seconds
 ====================================  =====================================================
 
+The rules are read for the crawler's product token (:mod:`crawlfleet.fetch.robotstxt`): a
+group applies when it names that token, whole and in any case.
+
 An origin whose robots.txt stays unreachable is not waited for forever: past the gate's
 ``give_up`` seconds since its first failed fetch in a row (as this worker saw it), its requests
 end ``dead(robots_unavailable)``, replayable once the site is back.
@@ -29,7 +32,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
-from protego import Protego
 from yarl import URL
 
 from crawlfleet.errors import (
@@ -40,6 +42,7 @@ from crawlfleet.errors import (
     TooManyRedirects,
 )
 from crawlfleet.fetch.base import FetchRequest
+from crawlfleet.fetch.robotstxt import RobotsRules, parse_robots
 
 if TYPE_CHECKING:
     from crawlfleet.fetch.base import Fetcher, FetchResult
@@ -56,8 +59,9 @@ DEFAULT_MAX_SIZE = 500 * 1024
 @dataclass(slots=True)
 class _Entry:
     state: str
-    rules: Protego | None
+    rules: RobotsRules | None
     expires: float
+    why: str = ""  # an unreachable one: what the fetch said
 
 
 class RobotsCache:
@@ -90,6 +94,8 @@ class RobotsCache:
         self._inflight: dict[str, asyncio.Task[_Entry]] = {}
         #: per origin: when its robots.txt first failed, of the failures in a row now
         self._failing_since: dict[str, float] = {}
+        #: per origin: why its robots.txt could not be read, the last time it could not
+        self._why: dict[str, str] = {}
 
     async def allowed(self, url: str) -> bool:
         """True if robots.txt lets our user agent fetch ``url``."""
@@ -103,7 +109,7 @@ class RobotsCache:
             return True
         if entry.rules is None:
             return False
-        return bool(entry.rules.can_fetch(url, self._user_agent))
+        return entry.rules.allowed(url)
 
     def cached_verdict(self, url: str) -> bool | None:
         """What :meth:`allowed` would answer from a fresh cache entry alone (None: not known).
@@ -128,7 +134,7 @@ class RobotsCache:
             return True
         if end > 0 and url[end:].partition("?")[0].partition("#")[0] == "/robots.txt":
             return True
-        return bool(entry.rules.can_fetch(url, self._user_agent))
+        return entry.rules.allowed(url)
 
     async def crawl_delay(self, url: str) -> float | None:
         """The ``Crawl-delay`` for our user agent on ``url``'s origin, if it sets one."""
@@ -138,14 +144,18 @@ class RobotsCache:
         entry = await self._entry(_origin(parsed))
         if entry.rules is None:
             return None
-        delay = entry.rules.crawl_delay(self._user_agent)
-        return float(delay) if delay is not None else None
+        return entry.rules.crawl_delay
 
     def state(self, origin: str) -> str | None:
         """``"ok"``, ``"allow_all"`` or ``"unreachable"`` for a URL or ``scheme://host[:port]``
         (``None`` if never fetched). Expired entries still report their last state."""
         entry = self._entries.get(_origin(URL(origin)))
         return entry.state if entry is not None else None
+
+    def why_unreachable(self, url: str) -> str:
+        """Why the robots.txt of ``url``'s origin could not be read the last time
+        (``HTTP 503``, ``address refused: ...``; ``""`` when it could)."""
+        return self._why.get(_origin(URL(url)), "")
 
     def unreachable_for(self, url: str) -> float:
         """Seconds the robots.txt of ``url``'s origin has been unreachable, from its first failed
@@ -182,9 +192,12 @@ class RobotsCache:
         if entry.state == UNREACHABLE:
             if len(self._failing_since) >= self._max_hosts:
                 self._failing_since.clear()
+                self._why.clear()
             self._failing_since.setdefault(origin, started)
+            self._why[origin] = entry.why
         else:
             self._failing_since.pop(origin, None)
+            self._why.pop(origin, None)
         self._entries[origin] = entry
         self._entries.move_to_end(origin)
         while len(self._entries) > self._max_hosts:
@@ -198,34 +211,46 @@ class RobotsCache:
         except TooManyRedirects:
             # RFC 9309 §2.3.1.2: past five redirects the file may be taken as unavailable.
             return self._expiring(ALLOW_ALL, None, self._ttl)
-        except FetchError:
-            return self._expiring(UNREACHABLE, None, self._error_recheck)
+        except FetchError as exc:
+            entry = self._expiring(UNREACHABLE, None, self._error_recheck)
+            entry.why = _why(exc)
+            return entry
         return self._from_result(result)
 
     def _from_result(self, result: FetchResult) -> _Entry:
         status = result.status
         if 200 <= status < 300:
-            return self._expiring(OK, _parse(result.body, result.truncated), self._ttl)
+            rules = _parse(result.body, result.truncated, self._user_agent)
+            return self._expiring(OK, rules, self._ttl)
         if 300 <= status < 500 and status != 429:
             # 4xx: unavailable. A 3xx the fetcher could not follow (no Location) counts too.
             return self._expiring(ALLOW_ALL, None, self._ttl)
-        return self._expiring(UNREACHABLE, None, self._error_recheck)
+        entry = self._expiring(UNREACHABLE, None, self._error_recheck)
+        entry.why = f"HTTP {status}"
+        return entry
 
-    def _expiring(self, state: str, rules: Protego | None, lifetime: float) -> _Entry:
+    def _expiring(self, state: str, rules: RobotsRules | None, lifetime: float) -> _Entry:
         return _Entry(state=state, rules=rules, expires=self._clock() + lifetime)
+
+
+def _why(exc: FetchError) -> str:
+    """A fetch error as one short line: its kind and message."""
+    text = " ".join(str(exc).split())[:200]
+    kind = type(exc).__name__
+    return f"{kind}: {text}" if text else kind
 
 
 def _origin(url: URL) -> str:
     return f"{url.scheme}://{url.host_port_subcomponent or ''}".lower()
 
 
-def _parse(body: bytes, truncated: bool) -> Protego:
+def _parse(body: bytes, truncated: bool, user_agent: str) -> RobotsRules:
     if truncated:
         # A line cut in half could turn "Disallow: /private" into "Disallow: /pri" or worse
         # "Allow: /"; drop it.
         body = body[: body.rfind(b"\n") + 1]
     text = body.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    return Protego.parse(text)
+    return parse_robots(text, user_agent)
 
 
 class Gate(StrEnum):
@@ -297,6 +322,10 @@ class RobotsGate:
                 )
             raise RobotsUnreachable("robots.txt of the redirect's host cannot be read now")
         raise RobotsDisallowed("robots.txt disallows the redirect's target")
+
+    def why(self, url: str) -> str:
+        """Why ``url``'s robots.txt cannot be read now (``HTTP 503``, ``AddressRefused: ...``)."""
+        return self.cache.why_unreachable(url) or "no answer"
 
     def _given_up(self, url: str) -> bool:
         return self.give_up is not None and self.cache.unreachable_for(url) >= self.give_up

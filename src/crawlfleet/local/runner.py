@@ -25,7 +25,7 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from crawlfleet.errors import UsageError
@@ -106,6 +106,8 @@ class CrawlReport:
     changed: int = 0  # records that changed after they were written
     notes: list[str] = field(default_factory=list)
     failure: str | None = None  # why the crawl counts as failed (exit code 1)
+    #: this run's spider errors, the first few distinct ones: (error, pages, a page's URL)
+    parse_error_samples: list[tuple[str, int, str]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -207,6 +209,7 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         report.notes.extend(notes)
         after = await store.job_activity(name)
         _account(report, before, after, plan.max_error_rate)
+        report.parse_error_samples = await _parse_error_samples(store, name, report.parse_errors)
         report.removed = removed
         if not report.interrupted:
             report.notes.extend(await _quality(store, settings, name))
@@ -340,20 +343,31 @@ async def _state(store: Frontier, name: str) -> _Before:
     return _Before(await store.stats(name), await store.job_activity(name))
 
 
+#: dead letters of pages that were fetched (an answer came, then was refused or failed)
+FETCHED_DEAD: Final = frozenset(
+    {"parse_error", "too_complex", "too_many_items", "http_4xx", "blocked", "empty"}
+)
+#: distinct spider errors the summary shows
+PARSE_ERRORS_SHOWN: Final = 3
+
+
 def _account(
     report: CrawlReport, before: _Before, after: JobActivity, max_error_rate: float | None
 ) -> None:
     """What this run added to the job's counts, and whether the crawl failed."""
     b_stats, b_act = before.stats, before.activity
+    dead_before = b_act.dead_by_reason if b_act else {}
+    added = {r: n - dead_before.get(r, 0) for r, n in after.dead_by_reason.items()}
+    # fetched: every page an answer came for, the ones the spider then failed on too
     report.fetched = report.stats.done - (b_stats.done if b_stats else 0)
+    report.fetched += sum(n for r, n in added.items() if r in FETCHED_DEAD)
     report.dead = report.stats.dead - (b_stats.dead if b_stats else 0)
-    errors_before = b_act.dead_by_reason.get("parse_error", 0) if b_act else 0
-    report.parse_errors = after.dead_by_reason.get("parse_error", 0) - errors_before
+    report.parse_errors = added.get("parse_error", 0)
     report.dead_by_reason = after.dead_by_reason
     report.finished_at = after.finished_at
     if report.interrupted or report.nothing_to_do:
         return
-    pages = report.fetched + report.parse_errors
+    pages = report.stats.done - (b_stats.done if b_stats else 0) + report.parse_errors
     if report.parse_errors and pages:
         share = report.parse_errors / pages
         if max_error_rate is None and share >= 1.0:
@@ -392,6 +406,24 @@ async def _quality(store: Frontier, settings: Settings, name: str) -> list[str]:
                 f"quality: {len(alerts)} alerts in run {rows[0].run} ({names}): crawlfleet quality"
             )
     return notes
+
+
+async def _parse_error_samples(
+    store: Frontier, name: str, errors: int
+) -> list[tuple[str, int, str]]:
+    """This run's spider errors (its newest ``errors`` parse-error dead letters), the first
+    :data:`PARSE_ERRORS_SHOWN` distinct ones in the order they came: error, pages, a URL."""
+    from crawlfleet.model import DeadReason
+
+    if errors <= 0:
+        return []
+    letters = await store.dead_letters(name, DeadReason.PARSE_ERROR, limit=min(errors, 10_000))
+    seen: dict[str, list[Any]] = {}
+    for letter in reversed(letters):  # oldest first
+        error = (letter.error or "").removeprefix("parse error: ")
+        found = seen.setdefault(error, [0, letter.url])
+        found[0] += 1
+    return [(e, n, url) for e, (n, url) in list(seen.items())[:PARSE_ERRORS_SHOWN]]
 
 
 async def _check_raw_store(settings: Settings) -> None:

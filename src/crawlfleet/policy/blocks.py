@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from crawlfleet.policy.mime import content_type
+
 __all__ = [
     "LINK_RICH",
     "REASONS",
@@ -341,17 +343,10 @@ def _past_open_block(html: bytes, start: int, end: int) -> int:
         pos = closed.end()
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    value = headers.get(name)
-    if value is None:
-        value = next((v for k, v in headers.items() if k.lower() == name), None)
-    return value
-
-
 def is_html(headers: Mapping[str, str], body: bytes) -> bool:
     """Whether a response is HTML: by ``Content-Type``, else sniffed (empty counts as HTML, so
     an empty untyped 200 is caught as an empty page)."""
-    content_type = _header(headers, "content-type")
-    if content_type is not None:
-        return "html" in content_type.lower()
+    declared = content_type(headers)  # the last one, as the Fetch standard reads them
+    if declared is not None:
+        return "html" in declared
     return body.lstrip()[:1] in (b"", b"<")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import sys
 import time
 import traceback
 from collections import Counter
@@ -40,7 +41,7 @@ from crawlfleet.policy.fetchers import fetcher_for
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.response import Response
 from crawlfleet.routes.pools import unknown_pool
-from crawlfleet.spider import Request, Spider
+from crawlfleet.spider import Request, Spider, session_params_of
 from crawlfleet.urls import (
     LinkCanonicalizer,
     credentials_by_origin,
@@ -120,9 +121,12 @@ class JobRuntime:
         self.spider_cls = spider_cls
         self.spider = spider_cls()
         self.validator = record_validator(spider_cls)
-        self.scope = tuple(spider_cls.scope_hosts())
+        # the instance's: a spider may set start_urls or allowed_domains in __init__ (-a)
+        self.scope = tuple(self.spider.scope_hosts())
+        #: query and path parameters left out of fingerprints (crawlfleet's and the spider's)
+        self.session_params = session_params_of(self.spider)
         size = sizes(cache_memory)
-        self.links = LinkCanonicalizer(max_cache=size.links)
+        self.links = LinkCanonicalizer(self.session_params, max_cache=size.links)
         #: fingerprints (their first 8 bytes) of requests this worker sent to the store
         self.seen: BoundedSet[int] = BoundedSet(size.seen)
         #: link keys already judged (see LinkCanonicalizer.key)
@@ -154,7 +158,9 @@ class JobRuntime:
         """The spider's start requests, canonical (seeds are never filtered by scope)."""
         out = []
         for req in self.spider.start_requests():
-            canon, fp, _ = request_identity(req.url, req.method, req.body)
+            canon, fp, _ = request_identity(
+                req.url, req.method, req.body, session_params=self.session_params
+            )
             out.append(self._new(req, canon, fp, 0))
         return out
 
@@ -168,7 +174,7 @@ class JobRuntime:
         cookiejar: str | None = None,
         host: str | None = None,
     ) -> NewRequest:
-        meta = req.meta or None
+        meta = req.stored_meta()
         if cookiejar is not None and (meta is None or "cookiejar" not in meta):
             meta = {**(meta or {}), "cookiejar": cookiejar}
         # positional, in NewRequest's field order: one per new link, the hot path of discovery
@@ -222,7 +228,9 @@ class JobRuntime:
             canon, fp, host = resolved
         else:  # an absolute URL without a page, or a request with a method or body of its own
             try:
-                canon, fp, host = request_identity(req.url, req.method, req.body)
+                canon, fp, host = request_identity(
+                    req.url, req.method, req.body, session_params=self.session_params
+                )
             except ValueError:
                 return
         if not self._in_scope(host) or not self.seen.add_new(_seen_key(fp)):
@@ -316,7 +324,7 @@ class JobRuntime:
             raise ParseError(f"spider {self.spider_cls.__name__} has no callback {callback!r}")
         position = items = 0
         try:
-            for obj in _iterate(method(response)):
+            for obj in _iterate(method(response, **response.cb_kwargs)):
                 items += 1
                 if items > self.max_yields:
                     raise TooManyItems(
@@ -344,7 +352,7 @@ class JobRuntime:
             raise
         except Exception as exc:
             if response.too_complex is None:
-                raise ParseError(_short_traceback(exc)) from exc
+                raise ParseError(short_traceback(exc, spider_files(self.spider_cls))) from exc
         if response.too_complex is not None:  # even if the spider caught it and went on
             raise TooComplex(response.too_complex)
         out.found += response.links_found
@@ -364,8 +372,14 @@ class JobRuntime:
                 known = self._callbacks[name] = callable(getattr(self.spider, name, None))
             if not known:
                 return f"unknown callback {name!r}"
-        if req.meta and (kind := jsonsafe.lenient_problem(req.meta)) is not None:
-            return f"meta that cannot be stored ({kind})"
+        meta = req.stored_meta()
+        if meta and (kind := jsonsafe.lenient_problem(meta)) is not None:
+            what = "cb_kwargs" if req.meta and not jsonsafe.lenient_problem(req.meta) else "meta"
+            return f"{what} that cannot be stored ({kind})"
+        if req.errback is not None and not callable(
+            getattr(self.spider, req.errback_name or "", None)
+        ):
+            return f"unknown errback {req.errback_name!r}"
         return None
 
     def sample(self, response: Response, callback: str | None) -> tuple[int, int]:
@@ -377,7 +391,7 @@ class JobRuntime:
         if method is None:
             return items, links
         try:
-            for obj in _iterate(method(response)):
+            for obj in _iterate(method(response, **response.cb_kwargs)):
                 if isinstance(obj, Request):
                     links += 1
                 elif obj is not None:
@@ -431,7 +445,25 @@ def _iterate(result: Any) -> Iterator[Any]:
     return iter(result)
 
 
-def _short_traceback(exc: BaseException) -> str:
+def spider_files(spider_cls: type[Spider]) -> frozenset[str]:
+    """The source files of a spider class and of its bases up to crawlfleet's ``Spider``."""
+    files = set()
+    for cls in spider_cls.__mro__:
+        if cls is Spider or not issubclass(cls, Spider):
+            continue
+        module = sys.modules.get(cls.__module__)
+        path = getattr(module, "__file__", None)
+        if path:
+            files.add(path)
+    return frozenset(files)
+
+
+def short_traceback(exc: BaseException, spider_files: frozenset[str] = frozenset()) -> str:
+    """``Type: message at file:line in function`` of a spider's error, one line: the line is the
+    last of the traceback in the spider's own files (``spider_files``), where the fix goes,
+    else the last of all."""
     frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    own = [f for f in frames if f.filename in spider_files] or frames
+    where = f" at {own[-1].filename}:{own[-1].lineno} in {own[-1].name}" if own else ""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}{where}" if message else type(exc).__name__ + where

@@ -169,7 +169,8 @@ class JobContexts:
             user_agent=s.user_agent,
             concurrency=s.concurrency,
             allow_private_addresses=spider.allow_private_addresses,
-            private_ok_hosts=frozenset(spider.seed_hosts()),
+            # the instance's: a spider may set its start_urls in __init__ (-a)
+            private_ok_hosts=frozenset(runtime.spider.seed_hosts()),
         )
         client = HttpClient(fetch_settings)
         await client.start()

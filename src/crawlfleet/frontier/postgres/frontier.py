@@ -105,14 +105,15 @@ class PostgresFrontier(PostgresQueue, PostgresOutbox, SqlInsights):
             raise StoreError(f"no job named {job!r} in {self._where()}")
         now = self.clock()
 
-        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int], int]:
+        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int], int, list[Any]]:
             counts = await conn.fetchrow(Q["count_states"], now, j.id)
             traps = dict(await conn.fetch(Q["traps_by_domain"], j.id))
             histogram = dict(await conn.fetch(Q["attempts_histogram"], j.id))
             blocked = await conn.fetchval(Q["blocked_attempts"], j.id)
-            return counts, traps, histogram, blocked
+            waiting = list(await conn.fetch(Q["robots_waiting"], j.id))
+            return counts, traps, histogram, blocked, waiting
 
-        s, traps, histogram, blocked = await self._run(read, write=False)
+        s, traps, histogram, blocked, waiting = await self._run(read, write=False)
         return JobStats(
             job=job,
             state=j.state,
@@ -128,6 +129,7 @@ class PostgresFrontier(PostgresQueue, PostgresOutbox, SqlInsights):
             quarantined=s[9],
             traps=sum(traps.values()),
             traps_by_domain=traps,
+            robots_waiting={domain: (n, error) for domain, n, error in waiting},
             attempts_histogram=histogram,
             duplicates=s[10],
             gone=s[11],

@@ -881,6 +881,13 @@ SELECT attempts, count(*)::int FROM requests
 WHERE job_id = $1 AND state IN ('done', 'dead') AND attempts > 0
 GROUP BY attempts;
 
+-- name: robots_waiting
+-- the hosts whose requests wait for their robots.txt (retried without using an attempt while
+-- it cannot be read): progress and status name them, so that no request waits unseen
+SELECT domain, count(*)::int, max(last_error) FROM requests
+WHERE job_id = $1 AND state = 'queued' AND last_error LIKE 'robots.txt unreachable (%'
+GROUP BY domain ORDER BY count(*) DESC, domain LIMIT 5;
+
 -- name: traps_by_domain
 SELECT domain, count(*)::int FROM requests
 WHERE job_id = $1 AND state = 'dead' AND dead_reason = 'trap'

@@ -687,6 +687,13 @@ SELECT attempts, count(*) FROM requests
 WHERE job_id = ? AND state IN ('done', 'dead') AND attempts > 0
 GROUP BY attempts;
 
+-- name: robots_waiting
+-- the hosts whose requests wait for their robots.txt (retried without using an attempt while
+-- it cannot be read): progress and status name them, so that no request waits unseen
+SELECT domain, count(*), max(last_error) FROM requests
+WHERE job_id = ? AND state = 'queued' AND last_error LIKE 'robots.txt unreachable (%'
+GROUP BY domain ORDER BY count(*) DESC, domain LIMIT 5;
+
 -- name: traps_by_domain
 SELECT domain, count(*) FROM requests
 WHERE job_id = ? AND state = 'dead' AND dead_reason = 'trap'

@@ -120,6 +120,7 @@ class SQLiteFrontier(SQLiteQueue, SQLiteOutbox, SqlInsights):
             s = db.execute(Q["count_states"], {"now": now, "job_id": j.id}).fetchone()
             rec, quar = db.execute(Q["count_records"], {"job_id": j.id}).fetchone()
             traps = dict(db.execute(Q["traps_by_domain"], (j.id,)).fetchall())
+            waiting = db.execute(Q["robots_waiting"], (j.id,)).fetchall()
             (blocked,) = db.execute(Q["blocked_attempts"], (j.id,)).fetchone()
             return JobStats(
                 job=job,
@@ -136,6 +137,7 @@ class SQLiteFrontier(SQLiteQueue, SQLiteOutbox, SqlInsights):
                 quarantined=quar,
                 traps=sum(traps.values()),
                 traps_by_domain=traps,
+                robots_waiting={domain: (n, error) for domain, n, error in waiting},
                 duplicates=s[8] or 0,
                 gone=s[9] or 0,
                 blocked=blocked,

@@ -1,6 +1,7 @@
 """One attempt at a leased request, through its steps, to a verdict for the store::
 
     pace slot → robots gate → fetch → snapshot → classify → parse → escalate → verdict
+    (→ errback, when the verdict is a dead letter)
 
 An :class:`Attempt` (``state.py``) is the value that travels: the lease, its job, route and
 session, what came back, its WARC record. Each step is a small object (a module each, listed
@@ -24,9 +25,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from crawlfleet.events import EventBus
-from crawlfleet.model import Outcome
+from crawlfleet.model import Failure, Outcome
 from crawlfleet.routes.identities import Identities
 from crawlfleet.worker.attempt.classify import Classify
+from crawlfleet.worker.attempt.errback import Errback
 from crawlfleet.worker.attempt.escalate import Escalate
 from crawlfleet.worker.attempt.fetch import Fetch
 from crawlfleet.worker.attempt.gate import RobotsGate
@@ -71,6 +73,8 @@ class Pipeline:
         self.offloop = OffLoop()
         self.verdicts = Verdicts(settings, clock, rng or random.Random())
         escalate = Escalate(self.offloop, clock)
+        #: after the verdict: a dead request's errback
+        self.errback = Errback(self.offloop)
         #: the steps, in the order they run
         self.steps: tuple[Step, ...] = (
             PaceSlot(clock),
@@ -92,6 +96,8 @@ class Pipeline:
                 break
         else:
             verdict = self.verdicts.completion(a)
+        if isinstance(verdict, Failure) and verdict.dead_reason is not None:
+            await self.errback(a, verdict)
         self._fold_session(a)
         self.events.emit(event(a, verdict))
         return verdict

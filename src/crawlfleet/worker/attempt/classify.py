@@ -68,7 +68,11 @@ class Classify:
                 a, found.outcome, f"HTTP {result.status} (empty page)", dead=dead
             )
         retry_after = parse_retry_after(result.header_map.get("retry-after"), self.clock())
-        blocked = " (block page)" if found.outcome is Outcome.BLOCKED else ""
+        # the classifier's reason, as `fetch` shows it: what to look at in the page
+        blocked = ""
+        if found.outcome is Outcome.BLOCKED:
+            why = found.block.reason
+            blocked = f" (block page: {why})" if why else " (block page)"
         said = _plain_reason(result) if found.outcome is Outcome.PERMANENT_ERROR else ""
         return self.verdicts.fail(
             a, found.outcome, f"HTTP {result.status}{blocked}{said}", retry=retry_after

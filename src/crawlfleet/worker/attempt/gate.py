@@ -29,9 +29,11 @@ class RobotsGate:
             case Gate.UNREACHABLE:
                 recheck = gate.recheck
                 a.outcome = Outcome.ROBOTS
+                # the store names the hosts whose requests wait so (progress line, status): a
+                # request never waits unseen, and the line says why
                 return Failure(
                     a.lease.ref,
-                    "robots.txt unreachable: host postponed",
+                    f"robots.txt unreachable ({gate.why(a.lease.url)}): host postponed",
                     retry_at=self.clock() + recheck,
                     outcome=Outcome.ROBOTS,
                     retry_after=recheck,
@@ -41,7 +43,8 @@ class RobotsGate:
                 return self.verdicts.fail(
                     a,
                     Outcome.ROBOTS,
-                    f"robots.txt unreachable for over {gate.give_up:g}s: given up",
+                    f"robots.txt unreachable for over {gate.give_up:g}s "
+                    f"({gate.why(a.lease.url)}): given up",
                     dead=DeadReason.ROBOTS_UNAVAILABLE,
                 )
         return self.verdicts.fail(a, Outcome.ROBOTS, "robots.txt disallows this URL")
