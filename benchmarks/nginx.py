@@ -7,7 +7,7 @@
 Everything nginx writes (config, pid, error log, temp dirs) lives in its own temp directory; it
 runs in the foreground (``daemon off``) as our child, so it cannot outlive a crashed benchmark by
 much and needs no system paths. The access log, when asked for, is one line per request:
-``<epoch seconds.millis> <status> <bytes> <uri>``.
+``<epoch seconds.millis> <status> <body bytes> <uri> <bytes sent, headers included>``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ http {{
     tcp_nodelay on;
     keepalive_timeout 65;
     keepalive_requests 1000000;
-    log_format bench '$msec $status $body_bytes_sent $request_uri';
+    log_format bench '$msec $status $body_bytes_sent $request_uri $bytes_sent';
     {access_log}
     client_body_temp_path {tmp}/client_body;
     proxy_temp_path {tmp}/proxy;
@@ -95,7 +95,9 @@ def _config(root: Path, tmp: Path, port: int, access_log: Path | None) -> str:
     # A root master would switch its workers to "nobody", who may not read the site directory.
     user = "user root;\n" if os.geteuid() == 0 else ""
     log = (
-        f"access_log {access_log.resolve()} bench buffer=256k;" if access_log else "access_log off;"
+        f"access_log {access_log.resolve()} bench buffer=256k flush=1s;"
+        if access_log
+        else "access_log off;"
     )
     return CONFIG.format(user=user, tmp=tmp, port=port, root=root, access_log=log)
 

@@ -15,7 +15,9 @@
     │                              never restarted by ``crawl``
     ├── ParseError                 the spider's callback raised on a page
     │   ├── TooComplex             the page nests too deep to parse, or its parse ran too long
-    │   └── TooManyItems           the callback yielded more than a page may (an endless loop?)
+    │   ├── TooManyItems           the callback yielded more than a page may (an endless loop?)
+    │   └── SitemapError           a sitemap that is not one: not XML, another root, cut short,
+    │                              bigger than a sitemap may be
     └── FetchError                 one fetch did not produce a usable response
         ├── RetryableFetchError    worth trying again later (maybe over another route)
         │   ├── FetchTimeout
@@ -95,6 +97,11 @@ class ParseError(CrawlfleetError):
 
 class TooComplex(ParseError):
     """The page is past what a parse may cost (nesting depth, parse time): ``too_complex``."""
+
+
+class SitemapError(ParseError):
+    """A page fetched as a sitemap is not one (malformed XML, another root element, a cut or
+    oversized gzip file): the page ends ``dead(bad_sitemap)``, the crawl goes on."""
 
 
 class TooManyItems(ParseError):

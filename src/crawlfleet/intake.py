@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.errors import StoreError, UsageError
-from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan
+from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan, Run, RunKind
 from crawlfleet.notify.keeper import QUALITY_KEY
 from crawlfleet.spider import session_params_of
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
@@ -133,6 +133,10 @@ def prepare(
     own = for_spider(settings, spider_cls.custom_settings, spider_cls.name)
     record_validator(spider_cls)  # a bad item_key too
     quality = _quality(spider_cls, own)
+    try:
+        check_recrawl(spider_cls)
+    except ValueError as exc:
+        raise UsageError(f"spider {spider_cls.__name__}: {exc}") from None
     spider = spider_instance(spider_cls)
     try:
         seeds = seed_requests(
@@ -148,7 +152,9 @@ def prepare(
         line = f"{type(exc).__name__}: {exc}".splitlines()[0]
         raise UsageError(f"spider {spider_cls.__name__}.start_requests failed: {line}") from None
     if not seeds:
-        raise UsageError(f"spider {spider_cls.__name__} has no start_urls (nor start_requests)")
+        raise UsageError(
+            f"spider {spider_cls.__name__} has no start_urls (nor sitemap_urls, start_requests)"
+        )
     for seed in seeds:  # at start, not after the fetch: the store keeps callbacks by name
         if seed.callback is not None and not callable(getattr(spider, seed.callback, None)):
             raise UsageError(
@@ -216,7 +222,36 @@ def _spec(
         page_budget=traps.host_page_budget,
         pattern_budget=traps.pattern_budget,
         routes=_route_plans(settings, spider_cls),
+        record_history=spider_cls.record_history,
     )
+
+
+def check_recrawl(spider_cls: type[Spider]) -> None:
+    """Raise ValueError (one line) for recurring-crawl attributes the spider cannot have:
+    ``revisit_min`` / ``revisit_max`` / ``revisit_rules`` (durations, min no longer than max),
+    ``record_history`` (1 to 1,000), sitemap rules that are not regexes."""
+    import re
+
+    from crawlfleet.policy.revisit import RevisitRule
+
+    RevisitRule.of(spider_cls.revisit_min, spider_cls.revisit_max)
+    for callback, bounds in spider_cls.revisit_rules.items():
+        if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+            raise ValueError(f"revisit_rules[{callback!r}] must be (revisit_min, revisit_max)")
+        RevisitRule.of(*bounds)
+    history = spider_cls.record_history
+    if not isinstance(history, int) or isinstance(history, bool) or not 1 <= history <= 1000:
+        raise ValueError(f"record_history must be a whole number from 1 to 1000: {history!r}")
+    for pattern in [*(r for r, _ in spider_cls.sitemap_rules), *spider_cls.sitemap_follow]:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise ValueError(
+                f"sitemap rule {pattern!r} is not a regular expression: {exc}"
+            ) from None
+    for _, callback in spider_cls.sitemap_rules:
+        if not callable(getattr(spider_cls, callback, None)):
+            raise ValueError(f"sitemap_rules names a callback it does not have: {callback!r}")
 
 
 def _route_plans(settings: Settings, spider_cls: type[Spider]) -> tuple[RoutePlan, ...]:
@@ -232,13 +267,26 @@ def _route_plans(settings: Settings, spider_cls: type[Spider]) -> tuple[RoutePla
     )
 
 
-async def submit(store: Frontier, intake: Intake) -> tuple[Job, int]:
+async def submit(
+    store: Frontier, intake: Intake, *, recrawl: bool = False, fresh: bool = False
+) -> tuple[Job, int, Run | None]:
     """Register the job (or update its spider and settings) and add its new seeds; returns the
-    job and how many seeds were new."""
+    job, how many seeds were new, and the run it started (None: none).
+
+    ``recrawl``: a job whose run is finished starts its next one (its known pages that are due
+    are queued again); one whose run goes on is resumed. ``fresh``: the job starts over, its
+    requests and their history dropped (its records stay until the new run finished; a
+    StoreError while requests are leased)."""
+    existing = await store.get_job(intake.spec.name)
     job = await store.submit_job(intake.spec)
+    started = None
+    if existing is not None and fresh:
+        started = await store.start_run(job.name, RunKind.FRESH)
+    elif existing is not None and recrawl and await store.is_finished(job.name):
+        started = await store.start_run(job.name, RunKind.RECRAWL)
     added = await store.enqueue(job.name, intake.seeds)
     try:
         await store.maintain()  # a bulk of seeds: the planner learns the queue's new size now
     except StoreError as exc:
         log.warning("store upkeep after the seeds failed: %s", exc)
-    return job, added
+    return job, added, started

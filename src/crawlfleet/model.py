@@ -39,8 +39,14 @@ __all__ = [
     "QuarantineRow",
     "RecordRow",
     "RoutePlan",
+    "Run",
+    "RunCounters",
+    "RunKind",
+    "RunState",
+    "Schedule",
     "Settled",
     "State",
+    "Visit",
 ]
 
 
@@ -93,6 +99,28 @@ class DeadReason(StrEnum):
     EMPTY = "empty"  # an empty 2xx page, twice
     ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt unreadable past the give-up time
     OUT_OF_SCOPE = "out_of_scope"  # a redirect off the crawl's scope
+    BAD_SITEMAP = "bad_sitemap"  # a page fetched as a sitemap is not one (crawlfleet.sitemap)
+
+
+class Visit(StrEnum):
+    """What a fetch found of its page, against the last fetch (a run's page counters)."""
+
+    NEW = "new"  # fetched for the first time
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"  # a 200 with the same body
+    NOT_MODIFIED = "not_modified"  # a 304 to the validators sent
+
+
+class RunKind(StrEnum):
+    FIRST = "first"
+    RECRAWL = "recrawl"
+    FRESH = "fresh"  # start over: the job's requests dropped, its records replaced at the end
+
+
+class RunState(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    ABANDONED = "abandoned"  # replaced by a --fresh run before it finished
 
 
 class JobState(StrEnum):
@@ -146,6 +174,7 @@ class JobSpec:
     page_budget: int | None = None  # most requests per host in this job (the rest: dead(trap))
     pattern_budget: int | None = None  # most requests per URL pattern (policy.traps.url_pattern)
     routes: tuple[RoutePlan, ...] = ()  # the routes its pools offer (none: direct only)
+    record_history: int = 1  # versions of a record kept before its current one (previous)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +208,9 @@ class NewRequest:
     trap: str | None = None  # why the finder judged it a trap: stored as dead(trap), never fetched
     headers: Mapping[str, str] | None = field(default=None, repr=False)  # may hold secrets
     pool: tuple[str, ...] = ()  # the route pools it must leave through (empty: the usual ones)
+    found_by: int | None = None  # the request whose page found it (hubs: see policy.revisit)
+    lastmod: float | None = None  # when its page last changed, as a sitemap says
+    listed: bool = False  # a sitemap lists it: the site's inventory, outside the URL-shape budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +235,9 @@ class Lease:
     start_at: float
     route: str = "direct"  # the route the request leaves by (its lane is (domain, route))
     headers: Mapping[str, str] | None = field(default=None, repr=False)  # may hold secrets
+    #: what the job kept of the page from its last fetch (validators, body hash, revisit
+    #: interval, capture: see ``crawlfleet.worker.revisit``); empty for a first fetch
+    page: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def lane(self) -> tuple[str, str]:
@@ -269,6 +304,14 @@ class Completion:
     started_at: float | None = None  # when the request was sent (store clock)
     #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser")
     page_type: tuple[str, str] | None = None
+    #: the page's recrawl state to keep (None: as it was) and what this visit found
+    page: Mapping[str, Any] | None = None
+    visit: Visit | None = None
+    #: the page was not parsed (a 304, or an unchanged body the spider skips): its records of
+    #: the last run are carried over, unchanged
+    carry: bool = False
+    #: seconds until the page is due again (adaptive revisit); None: every run revisits it
+    revisit: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,3 +414,63 @@ class JobStats:
         """Retries per finished fetched request (0 when every request took one attempt)."""
         fetched = sum(self.attempts_histogram.values())
         return self.retry_depth_sum / fetched if fetched else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunCounters:
+    """What a run did: its pages (finished in it: fetched, and by what the visit found: 304s,
+    unchanged and changed bodies, new pages; final answers such as 404), requests given up,
+    body bytes received, and its records by status (``removed`` counted when the run ends)
+    and quarantined."""
+
+    pages: int = 0
+    not_modified: int = 0
+    unchanged_pages: int = 0
+    changed_pages: int = 0
+    new_pages: int = 0
+    gone: int = 0
+    dead: int = 0
+    bytes: int = 0
+    records_new: int = 0
+    records_changed: int = 0
+    records_unchanged: int = 0
+    records_removed: int = 0
+    quarantined: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of a job: run 1 its first crawl, then one per ``--recrawl``, schedule or
+    ``--fresh``. ``counters`` are live while it runs, kept once it finished. ``schedule``: the
+    schedule that started it (None: by hand)."""
+
+    job: str
+    run: int
+    kind: RunKind
+    state: RunState
+    started_at: float
+    finished_at: float | None
+    counters: RunCounters
+    schedule: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A job's schedule as the store keeps it: ``every`` seconds from ``anchor``, or a ``cron``
+    line in zone ``tz``; what a due run does while the last one goes (``overlap``: skip or
+    queue); when the next is due, whether one waits (``queued``), and what the last due time
+    did (``last_note``: started run N, skipped, ...)."""
+
+    job: str
+    spider: str
+    every: float | None
+    cron: str | None
+    tz: str
+    anchor: float
+    overlap: str
+    next_at: float
+    queued: bool = False
+    last_at: float | None = None
+    last_run: int | None = None
+    last_note: str | None = None
+    created_at: float = 0.0

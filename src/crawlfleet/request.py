@@ -143,6 +143,9 @@ class Request:
     whatever the spider's ``route_pools``; it is leased only on lanes of those pools' routes, on
     whichever tier they are. A name the worker's ``[[routes.pool]]`` does not have refuses this
     request alone (a warning line), not its page.
+
+    ``lastmod``: when the page last changed as a sitemap says (epoch seconds; the sitemap
+    reader sets it): a recrawl revisits a page whose ``lastmod`` moved, due or not.
     """
 
     __slots__ = (
@@ -155,6 +158,7 @@ class Request:
         "errback",
         "fetcher",
         "headers",
+        "lastmod",
         "max_attempts",
         "meta",
         "method",
@@ -177,6 +181,7 @@ class Request:
         headers: Mapping[str, str] | None = None,
         form: FormData | None = None,
         pool: str | Sequence[str] | None = None,
+        lastmod: float | None = None,
         cb_kwargs: Mapping[str, Any] | None = None,
         errback: Callback | None = None,
     ) -> None:
@@ -205,6 +210,7 @@ class Request:
         self.method = (method or "GET").upper()
         self.body = body
         self.max_attempts = max_attempts
+        self.lastmod = lastmod
         self.cb_kwargs = dict(cb_kwargs) if cb_kwargs else {}
         self.errback = errback
 
@@ -225,6 +231,7 @@ class Request:
         self.max_attempts = None
         self.headers = None
         self.pool = ()
+        self.lastmod = None
         self.cb_kwargs = {}
         self.errback = None
         return self

@@ -16,6 +16,7 @@ A spider is a class; anyone who knows Scrapy should be at home::
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
@@ -27,7 +28,22 @@ from crawlfleet.request import FETCHERS, Callback, FormData, Request
 if TYPE_CHECKING:
     from crawlfleet.response import Response
 
-__all__ = ["FETCHERS", "Callback", "FormData", "Request", "Spider", "session_params_of"]
+__all__ = [
+    "FETCHERS",
+    "SITEMAP_CALLBACK",
+    "Callback",
+    "FormData",
+    "Request",
+    "Spider",
+    "session_params_of",
+]
+
+#: the callback of sitemap requests (``sitemap_urls`` and the sitemaps they list)
+SITEMAP_CALLBACK = "_parse_sitemap"
+#: a sitemap (and what sitemaps list) goes before the pages found by following links
+SITEMAP_PRIORITY = 1
+
+log = logging.getLogger("crawlfleet.sitemap")
 
 
 class Spider:
@@ -68,6 +84,18 @@ class Spider:
       another URL. Off by default, and right only when a page's records and links do not depend on
       its URL (relative links, ``response.url``, records keyed by page): every fetched page is
       parsed otherwise. Duplicates are archived once either way (WARC ``revisit`` records).
+    * Recurring crawls (``crawl --recrawl``, schedules): every run revisits every known page by
+      default, with its validators (a ``304`` costs no parse). ``revisit_min`` / ``revisit_max``
+      (seconds, or ``"6h"``, ``"7d"``) make the revisit adaptive per page (``policy.revisit``),
+      ``revisit_rules = {"parse_product": ("1h", "1d")}`` per callback. ``record_history``: how
+      many earlier versions of a record are kept (1: the previous one).
+      ``skip_unchanged_content``: a 200 whose body is the one of the last run is not parsed (its
+      records are carried over); off by default.
+    * Sitemaps, as Scrapy's ``SitemapSpider`` has them: ``sitemap_urls`` (sitemaps, indexes, or
+      a robots.txt whose ``Sitemap:`` lines are read), ``sitemap_rules = [(regex, callback)]``
+      (the first whose regex matches a URL parses it; default ``[("", "parse")]``),
+      ``sitemap_follow`` (regexes of the sitemaps an index lists that are read; default all),
+      ``sitemap_alternate_links`` (follow ``hreflang`` alternates too), ``sitemap_filter``.
     """
 
     name: ClassVar[str] = ""
@@ -97,6 +125,17 @@ class Spider:
     host_page_budget: ClassVar[int | None] = None
     pattern_budget: ClassVar[int | None] = None
     max_links_per_page: ClassVar[int | None] = None
+    # Recurring crawls (see crawlfleet.policy.revisit): None revisits every page every run.
+    revisit_min: ClassVar[str | float | None] = None
+    revisit_max: ClassVar[str | float | None] = None
+    revisit_rules: ClassVar[dict[str, tuple[str | float, str | float]]] = {}
+    record_history: ClassVar[int] = 1
+    skip_unchanged_content: ClassVar[bool] = False
+    # Sitemaps (see crawlfleet.sitemap), as Scrapy's SitemapSpider has them.
+    sitemap_urls: ClassVar[list[str]] = []
+    sitemap_rules: ClassVar[list[tuple[str, str]]] = [("", "parse")]
+    sitemap_follow: ClassVar[list[str]] = [""]
+    sitemap_alternate_links: ClassVar[bool] = False
     #: least coverage of fields of ``item`` in each run (share of records where the field is
     #: filled): ``{"price": 1.0, "rating": 0.9}``; a run below it alerts (``[quality]``)
     field_coverage: ClassVar[dict[str, float]] = {}
@@ -118,6 +157,61 @@ class Spider:
     def start_requests(self) -> Iterable[Request]:
         for url in self.start_urls:
             yield Request(url, priority=1)
+        for url in self.sitemap_urls:
+            yield Request(url, callback=SITEMAP_CALLBACK, priority=SITEMAP_PRIORITY)
+
+    def sitemap_filter(self, entries: Iterable[Any]) -> Iterable[Any]:
+        """The entries of a sitemap (:class:`crawlfleet.sitemap.SitemapEntry`: ``loc``,
+        ``lastmod``, ``alternates``) that are crawled; override to drop some (all by default)."""
+        return entries
+
+    def _parse_sitemap(self, response: Response) -> Iterator[Request]:
+        """A sitemap, a sitemap index or a robots.txt of ``sitemap_urls`` (or that one of them
+        lists): the pages it lists go to their ``sitemap_rules`` callback, the sitemaps it lists
+        are read in turn (``sitemap_follow``). Pages of hosts other than the sitemap's are
+        refused unless the robots.txt that listed it is theirs (sitemaps.org's cross-host rule).
+        Raises :class:`~crawlfleet.errors.SitemapError` for a page that is not a sitemap."""
+        from crawlfleet.sitemap import allowed_hosts, open_sitemap, sitemaps_in_robots
+
+        parts = urlsplit(response.url)
+        host = (parts.hostname or "").lower()
+        listed_by = [str(h) for h in response.meta.get("sitemap_hosts", ())]
+        if parts.path == "/robots.txt":
+            for url in sitemaps_in_robots(response.text):
+                meta = {"sitemap_hosts": sorted({host, *listed_by})}
+                yield Request(url, callback=SITEMAP_CALLBACK, priority=SITEMAP_PRIORITY, meta=meta)
+            return
+        sitemap = open_sitemap(response.body)
+        allowed = allowed_hosts(host, listed_by)
+        refused = 0
+        index = sitemap.kind == "sitemapindex"
+        follow = [re.compile(x) for x in self.sitemap_follow]
+        rules = [(re.compile(r), c) for r, c in self.sitemap_rules]
+        for entry in self.sitemap_filter(sitemap):
+            for loc in entry.locs(self.sitemap_alternate_links and not index):
+                if (urlsplit(loc).hostname or "").lower() not in allowed:
+                    refused += 1
+                    continue
+                if index:
+                    if any(x.search(loc) for x in follow):
+                        yield Request(
+                            loc,
+                            callback=SITEMAP_CALLBACK,
+                            priority=SITEMAP_PRIORITY,
+                            meta={"sitemap_hosts": listed_by} if listed_by else None,
+                        )
+                    continue
+                for regex, callback in rules:
+                    if regex.search(loc):
+                        yield Request(loc, callback=callback, lastmod=entry.lastmod)
+                        break
+        if refused:
+            log.warning(
+                "sitemap %s: %d URLs of other hosts refused (a sitemap lists its own host's "
+                "pages, or those of the robots.txt that listed it)",
+                response.url,
+                refused,
+            )
 
     def parse(self, response: Response) -> Iterator[Any] | None:
         raise NotImplementedError(f"{type(self).__name__}.parse is not defined")
@@ -143,16 +237,17 @@ class Spider:
         if self.allowed_domains is not None:
             return [d.lower().lstrip(".") for d in self.allowed_domains]
         hosts = []
-        for url in self.start_urls:
+        for url in [*self.start_urls, *self.sitemap_urls]:
             host = (urlsplit(url).hostname or "").lower()
             if host and host not in hosts:
                 hosts.append(host)
         return hosts
 
     def seed_hosts(self) -> set[str]:
-        """Hosts named in ``start_urls`` (this spider's, ``__init__`` may set them): these may be
-        loopback or private (the user asked)."""
-        return {(urlsplit(u).hostname or "").lower() for u in self.start_urls}
+        """Hosts named in ``start_urls`` and ``sitemap_urls`` (this spider's, ``__init__`` may
+        set them): these may be loopback or private (the user asked)."""
+        urls = [*self.start_urls, *self.sitemap_urls]
+        return {(urlsplit(u).hostname or "").lower() for u in urls}
 
 
 def session_params_of(spider: Spider | type[Spider]) -> frozenset[str]:

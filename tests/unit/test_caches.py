@@ -299,11 +299,13 @@ def test_new_request__built_positionally_in_its_field_order() -> None:
 
     assert [f.name for f in fields(NewRequest)] == [
         "url", "fingerprint", "domain", "priority", "depth", "callback", "meta", "method",
-        "body", "fetcher", "max_attempts", "trap", "headers", "pool",
+        "body", "fetcher", "max_attempts", "trap", "headers", "pool", "found_by", "lastmod",
+        "listed",
     ]  # fmt: skip
     rt = runtime()
-    out = PageOutput()
+    out = PageOutput(found_by=41, listed=True)
     req = Request.link("/p/1", "parse_item", "http://a.example/")
+    req.lastmod = 1.5
     req.priority, req.meta, req.max_attempts = 5, {"k": "v"}, 7
     rt.spider.parse_item = lambda response: None  # type: ignore[attr-defined]
     rt.link(req, 2, out, cookiejar="jar")
@@ -322,3 +324,4 @@ def test_new_request__built_positionally_in_its_field_order() -> None:
         7,
     )
     assert (new.fetcher, new.trap, new.headers, new.pool) == ("http", None, None, ())
+    assert (new.found_by, new.lastmod, new.listed) == (41, 1.5, True)

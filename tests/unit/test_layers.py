@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "crawlfleet"
 #: the floors, lowest first; a room may import rooms of its own floor or below
 FLOORS: list[tuple[str, frozenset[str]]] = [
     ("the vocabulary", frozenset({"errors", "model", "cache"})),
-    ("pure helpers and decisions", frozenset({"events", "urls", "policy", "selectors"})),
+    ("pure helpers and decisions", frozenset({"events", "urls", "policy", "selectors", "sitemap"})),
     ("the parts", frozenset({"request", "routes", "data"})),
     ("forms, the store and the fetchers", frozenset({"forms", "frontier", "fetch"})),
     ("the user's API and what watches", frozenset({"response", "spider", "__init__", "monitor"})),

@@ -15,7 +15,7 @@ from dataclasses import astuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawlfleet.policy import escalation, retry
+from crawlfleet.policy import escalation, retry, revisit, schedule
 from crawlfleet.policy.classify import Outcome
 from crawlfleet.policy.health import DEFAULT_HEALTH, Breaker, BreakerState, RouteStats, Signal
 from crawlfleet.policy.pacing import PacingConfig, initial, update
@@ -182,3 +182,46 @@ def test_retry__any_attempt_count_and_clock_gives_a_bounded_wait(
 def test_retry_after__any_header_parses_to_none_or_a_finite_wait(value: str) -> None:
     wait = retry.parse_retry_after(value, T0)
     assert wait is None or (math.isfinite(wait) and wait >= 0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(st.tuples(GAPS, st.sampled_from(list(revisit.Change))), max_size=40),
+    seed=st.booleans(),
+    hub=st.booleans(),
+)
+def test_revisit__any_clock_keeps_intervals_in_the_rule_and_due_times_finite(
+    steps: list[tuple[float, revisit.Change]], seed: bool, hub: bool
+) -> None:
+    rule = revisit.RevisitRule(60.0, 86_400.0)
+    now, interval = T0, None
+    for gap, change in steps:
+        now += gap
+        interval = revisit.next_interval(rule, interval, change)
+        assert rule.min <= interval <= rule.max
+        due = revisit.due_at(now, interval)
+        assert math.isfinite(due) and now <= due <= now + rule.max
+        visit = revisit.PageVisit(due_at=due, seed=seed, hub=hub)
+        assert revisit.is_due(visit, due)[0] and (
+            revisit.is_due(visit, now)[0] is (seed or hub or interval == 0)
+        )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    after=st.one_of(
+        st.floats(-1e9, 4e9, allow_nan=False),
+        st.sampled_from([math.inf, -math.inf, math.nan, 0.0, -1.0]),
+    ),
+    which=st.sampled_from(["every", "cron"]),
+)
+def test_schedule__the_next_run_is_always_after_and_finite(after: float, which: str) -> None:
+    timing = (
+        schedule.parse_timing(every="6h", anchor=T0)
+        if which == "every"
+        else schedule.parse_timing(cron="0 6 * * *", tz="Europe/Paris")
+    )
+    due = schedule.next_due(timing, after)
+    assert math.isfinite(due)
+    if math.isfinite(after) and after >= 0:
+        assert after < due <= max(after, T0) + 86_400.0 + 3_600.0

@@ -13,6 +13,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawlfleet.data.warc import (
+    NOT_MODIFIED_PROFILE,
     REVISIT_PROFILE,
     Capture,
     WarcRef,
@@ -317,6 +318,43 @@ def test_revisit_record_refers_to_the_first_capture(tmp_path: Path) -> None:
     assert revisit["body"] == b"" and response["body"] == body
     assert revisit["http"].get_statuscode() == "200"
     assert revisit["digests_ok"] is not False
+
+
+def test_a_304_is_a_server_not_modified_revisit_of_the_last_capture(tmp_path: Path) -> None:
+    body = b"<html><body>a page that did not change</body></html>" * 50
+    with WarcWriter(tmp_path, prefix="w1") as writer:
+        ref = writer.write(**exchange(1, body=body, url="https://a.example/p"))
+        original = Capture("w1.warc.gz", ref.record_id, ref.target_uri, ref.date)
+        headers = [("ETag", '"v1"'), ("Date", "Wed, 01 May 2024 12:00:04 GMT")]
+        again = writer.write(
+            **{
+                **exchange(4, url="https://a.example/p"),
+                "status": 304,
+                "reason": "Not Modified",
+                "response_headers": headers,
+                "body": b"",
+            },
+            revisit_of=original,
+            not_modified=True,
+        )
+        unknown = writer.write(
+            **{**exchange(5, url="https://a.example/q"), "status": 304, "body": b""},
+            not_modified=True,
+        )
+    assert again.revisit and unknown.revisit
+    records = [r for r in all_records(tmp_path) if r["type"] in ("response", "revisit")]
+    response, revisit, lone = records
+    h = revisit["headers"]
+    assert h["WARC-Profile"] == NOT_MODIFIED_PROFILE
+    assert h["WARC-Refers-To"] == response["headers"]["WARC-Record-ID"]
+    assert h["WARC-Refers-To-Target-URI"] == "https://a.example/p"
+    assert h["WARC-Refers-To-Date"] == response["headers"]["WARC-Date"]
+    assert "WARC-Payload-Digest" not in h  # a 304 has no payload
+    assert revisit["http"].get_statuscode() == "304"
+    assert revisit["http"].get_header("ETag") == '"v1"'
+    assert revisit["digests_ok"] is not False
+    assert lone["headers"]["WARC-Profile"] == NOT_MODIFIED_PROFILE
+    assert "WARC-Refers-To" not in lone["headers"]
 
 
 def test_payload_digest_given_by_the_caller_is_the_one_written(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ COMMANDS = {
     "status": "crawlfleet.cli.status:status",
     "serve": "crawlfleet.cli.serve:serve",
     "jobs": "crawlfleet.cli.jobs:jobs",
+    "schedule": "crawlfleet.cli.schedule:schedule",
     "export": "crawlfleet.cli.export:export",
     "dead": "crawlfleet.cli.dead:dead",
     "quality": "crawlfleet.cli.quality:quality",

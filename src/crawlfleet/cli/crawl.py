@@ -83,10 +83,17 @@ if TYPE_CHECKING:
 @click.option("--concurrency", type=int, help="Requests in flight per worker.")
 @click.option("--lease-ttl", type=float, help="Seconds a lease lasts without a heartbeat.")
 @click.option(
+    "--recrawl",
+    is_flag=True,
+    help="A finished job starts its next run: its known pages are revisited with their "
+    "validators (an unchanged page costs a 304, its records carried over), and each record "
+    "says whether it is new, changed, unchanged or removed (export --changes).",
+)
+@click.option(
     "--fresh",
     is_flag=True,
-    help="Start the job over: remove its requests, records, quarantine and dead letters from "
-    "the store first (WARC files are kept).",
+    help="Start the job over: its requests, their history and dead letters go; its records "
+    "stay readable until the new run finished, then are replaced (WARC files are kept).",
 )
 @click.option(
     "--max-error-rate",
@@ -111,6 +118,7 @@ def crawl(
     set_: tuple[str, ...],
     concurrency: int | None,
     lease_ttl: float | None,
+    recrawl: bool,
     fresh: bool,
     max_error_rate: float | None,
 ) -> None:
@@ -119,13 +127,15 @@ def crawl(
     The crawl lives in the queue store (./.crawlfleet/queue.db unless --queue names one): stop
     it at any time with Ctrl-C (once: the workers finish what they hold and give the rest back;
     twice: at once) and run the same command again to resume. A finished job says "nothing to
-    do"; --fresh starts it over.
+    do"; --recrawl starts its next run, --fresh starts it over.
 
     Exit code: 0 done, 1 when pages failed in the spider (every one, or more than
     --max-error-rate) or none could be fetched, 2 bad input, 130 interrupted.
     """
     if output and overwrite_output:
         fail("-o and -O: choose one (append, or overwrite)")
+    if recrawl and fresh:
+        fail("--recrawl and --fresh: choose one")
     set_pairs, arg_pairs = pairs(set_, "-s"), pairs(spider_args, "-a")
     flags = {"queue": queue, "worker.concurrency": concurrency, "worker.lease_ttl": lease_ttl}
 
@@ -143,6 +153,7 @@ def crawl(
             worker_overrides=overrides,
             output=output_of(output or overwrite_output, fmt, overwrite=bool(overwrite_output)),
             fresh=fresh,
+            recrawl=recrawl,
             max_error_rate=max_error_rate,
         )
         return await run_plan(plan, options(ctx), pool)

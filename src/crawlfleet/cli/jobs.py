@@ -19,6 +19,7 @@ def jobs(ctx: click.Context, queue: str | None) -> None:
     """List the jobs (without a subcommand), or pause, resume or cancel one.
 
     \b
+    runs    a job's runs: started, finished, pages, 304s, bytes, records by change
     pause   workers lease nothing more of the job; leases in flight finish normally
     resume  the job is leased again (from paused or cancelled)
     cancel  like pause, and the job counts as finished once nothing is in flight; its queued
@@ -84,3 +85,37 @@ _state_command(
     "Stop NAME for good: nothing more is leased and it counts as finished once nothing is in "
     "flight. Queued requests, records and dead letters stay in the store; resume undoes it.",
 )
+
+
+@jobs.command("runs")
+@click.argument("name")
+@queue_option
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1), help="Most runs.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@async_command
+async def jobs_runs(
+    ctx: click.Context, name: str, queue: str | None, limit: int, as_json: bool
+) -> None:
+    """NAME's runs, the newest first: run, kind (first, recrawl, fresh), state, started,
+    finished, pages, 304s (not modified), bytes received, records new / changed / unchanged /
+    removed. Tab-separated (--json: one object per run)."""
+    import json
+    from dataclasses import asdict
+
+    from crawlfleet.cli.views import RUN_HEADER, run_row
+    from crawlfleet.errors import UsageError
+
+    s = settings(ctx, {"queue": _queue(ctx, queue)})
+    async with opened(s, create=False) as store:
+        if await store.get_job(name) is None:
+            raise UsageError(f"no job named {name!r}")
+        runs = await store.runs(name, limit=limit)
+    if as_json:
+        click.echo(
+            json.dumps([dict(asdict(r), kind=r.kind.value, state=r.state.value) for r in runs])
+        )
+        return
+    click.echo(RUN_HEADER)
+    for run in runs:
+        click.echo(run_row(run))

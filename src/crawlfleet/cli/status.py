@@ -12,6 +12,7 @@ from crawlfleet.cli.common import async_command, opened, queue_option, settings
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
     from crawlfleet.frontier.ports import Frontier
+    from crawlfleet.model import Run
 
 
 @click.command()
@@ -37,9 +38,11 @@ async def status(
     watch: bool,
     every: float,
 ) -> None:
-    """Each job's state, backlog and results, and whether it is finished fleet-wide; then the
-    fleet: workers alive, pages/s, success, block and validation failure rates, the busiest
-    domains (backlog, oldest queued request, in flight, pacing), pools, and the alerts.
+    """Each job's state, backlog and results, and whether it is finished fleet-wide, its current
+    run and the last few (pages, 304s, bytes, records new / changed / unchanged / removed);
+    the schedules and their next runs; then the fleet: workers alive, pages/s, success, block
+    and validation failure rates, the busiest domains (backlog, oldest queued request, in
+    flight, pacing), pools, and the alerts.
 
     \b
     The first word is the job's state and progress:
@@ -76,11 +79,32 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
     from crawlfleet.local.runner import is_finished
 
     out = []
+    schedules = {sc.job: sc for sc in await store.schedules()}
     for name in names:
         st, activity = await store.stats(name), await store.job_activity(name)
         reasons = dict(activity.dead_by_reason)
-        out.append(dict(asdict(st), finished=is_finished(st), dead_by_reason=reasons))
+        runs = [_run_json(r) for r in await store.runs(name, limit=RUNS_SHOWN)]
+        sched = schedules.get(name)
+        out.append(
+            dict(
+                asdict(st),
+                finished=is_finished(st),
+                dead_by_reason=reasons,
+                runs=runs,
+                schedule=asdict(sched) if sched is not None else None,
+            )
+        )
     return out
+
+
+#: the runs of a job status shows (the current one and those before it)
+RUNS_SHOWN = 4
+
+
+def _run_json(run: Run) -> dict[str, object]:
+    from dataclasses import asdict
+
+    return dict(asdict(run), kind=run.kind.value, state=run.state.value)
 
 
 async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
@@ -93,15 +117,22 @@ async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
         return ["no jobs"]
     import json
 
-    from crawlfleet.cli.views import outbox_lines, quality_alert_lines
+    from crawlfleet.cli.views import outbox_lines, quality_alert_lines, run_line, schedule_line
     from crawlfleet.notify.destinations import destinations
 
     lines: list[str] = []
+    schedules = {sc.job: sc for sc in await store.schedules()}
     for name in names:
         lines += status_block(await store.stats(name), await store.job_activity(name))
         for row in await store.profiles(name, limit=1):
             alerts = json.loads(row.profile).get("alerts") or []
             lines += quality_alert_lines(row.run, row.final, alerts)
+        runs = await store.runs(name, limit=RUNS_SHOWN)
+        if runs and (len(runs) > 1 or runs[0].run > 1 or name in schedules):
+            lines += [f"  run {run_line(r)}" for r in runs]
+        if name in schedules:
+            lines.append(f"  schedule {schedule_line(schedules.pop(name))}")
+    lines += [f"schedule {schedule_line(sc)}" for sc in schedules.values()]
     c = s.control
     ov = await read_overview(store, time.time(), rules=c.alert_rules(), alive_after=c.alive_after)
     labels = {d.id: d.label for d in destinations(s)}

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from crawlfleet.model import Job, JobState, JobStats
+from crawlfleet.model import Job, JobState, JobStats, Run, RunCounters, Schedule
 
 if TYPE_CHECKING:
     from crawlfleet.frontier.outbox import OutboxCount
@@ -181,15 +181,20 @@ def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | No
     lines = []
     if report.removed is not None:
         lines.append(
-            f"fresh start: removed job {s.job}'s {report.removed:,} requests, their records, "
-            "quarantine and dead letters from the store (WARC files are kept)"
+            f"fresh start: removed job {s.job}'s {report.removed:,} requests, their history and "
+            "dead letters; its old records stayed readable until this run finished, then were "
+            "replaced (WARC files are kept)"
         )
+    if report.resumed and report.run is not None:
+        lines.append(f"run {report.run.run} of job {s.job} was still going: resumed")
     lines.append(_headline(report))
     if not report.nothing_to_do:
         rate = report.fetched / report.elapsed if report.elapsed > 0 else 0.0
         gone = f" · {s.gone:,} gone (404, 410...)" if s.gone else ""
         lines.append(f"  pages      {report.fetched:,} fetched ({rate:,.0f} pages/s){gone}")
     lines.append(f"  records    {s.records:,} valid · {s.quarantined:,} quarantined")
+    if report.run is not None and (report.run.run > 1 or report.run.counters.not_modified):
+        lines.append(f"  run        {run_line(report.run)}")
     lines.append(
         f"  retried    {s.retried:,} requests (average retry depth {s.avg_retry_depth:.2f}) · "
         f"{s.dead:,} dead"
@@ -233,9 +238,10 @@ def _parse_error_lines(report: CrawlReport) -> list[str]:
 def _headline(report: CrawlReport) -> str:
     name = report.stats.job
     if report.nothing_to_do:
+        run = report.run.run if report.run is not None else 1
         return (
-            f"nothing to do: job {name} finished at {when(report.finished_at)} "
-            "(crawl --fresh starts it over)"
+            f"nothing to do: job {name} finished at {when(report.finished_at)} (run {run}; "
+            f"crawl --recrawl starts run {run + 1}, crawl --fresh starts it over)"
         )
     if report.interrupted:
         how = "stopped" if report.interrupted == "drained" else "killed"
@@ -246,6 +252,76 @@ def _headline(report: CrawlReport) -> str:
     if report.failure:
         return f"[bold red]✗ {name} failed[/]: {report.failure} (in {report.elapsed:.1f}s)"
     return f"[bold green]✓ {name} finished[/] in {report.elapsed:.1f}s"
+
+
+def run_counts(c: RunCounters) -> str:
+    """A run's counters on one line: pages (and how many were 304s), bytes, records."""
+    pages = f"{c.pages:,} pages"
+    if c.not_modified:
+        pages += f" ({c.not_modified:,} not modified)"
+    if c.gone:
+        pages += f" · {c.gone:,} gone"
+    return (
+        f"{pages} · {size(c.bytes)} · records {c.records_new:,} new · {c.records_changed:,} "
+        f"changed · {c.records_unchanged:,} unchanged · {c.records_removed:,} removed"
+    )
+
+
+def run_line(run: Run) -> str:
+    """One run: its number, kind and state, when, and its counts."""
+    state = run.state.value
+    end = f" → {when(run.finished_at)}" if run.finished_at is not None else ""
+    by = " by schedule" if run.schedule else ""
+    head = f"{run.run} ({run.kind.value}{by}, {state}) {when(run.started_at)}{end}"
+    return f"{head}: {run_counts(run.counters)}"
+
+
+def size(n: int) -> str:
+    """Bytes as a reader wants them (1.2 MB)."""
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1000
+    return f"{value:,.1f} TB"
+
+
+def run_row(run: Run) -> str:
+    """A ``jobs runs`` row, tab-separated: run, kind, state, started, finished, then the
+    counters (pages, 304s, bytes, records new, changed, unchanged, removed)."""
+    c = run.counters
+    cells = [
+        run.run,
+        run.kind.value,
+        run.state.value,
+        when(run.started_at),
+        when(run.finished_at) if run.finished_at is not None else "-",
+        c.pages,
+        c.not_modified,
+        c.bytes,
+        c.records_new,
+        c.records_changed,
+        c.records_unchanged,
+        c.records_removed,
+    ]
+    return "\t".join(str(x) for x in cells)
+
+
+RUN_HEADER = (
+    "run\tkind\tstate\tstarted\tfinished\tpages\t304\tbytes\tnew\tchanged\tunchanged\tremoved"
+)
+
+
+def schedule_line(s: Schedule) -> str:
+    """A schedule on one line: its job, timing, overlap, next run, and what the last did."""
+    from crawlfleet.frontier.runs import timing_of
+
+    last = f" · last: {s.last_note}" if s.last_note else ""
+    queued = " · a run queued" if s.queued else ""
+    return (
+        f"{s.job}: {timing_of(s).describe()} · overlap {s.overlap} · next run "
+        f"{when(s.next_at)}{queued}{last}"
+    )
 
 
 def outbox_lines(counts: Sequence[OutboxCount], labels: Mapping[str, str], now: float) -> list[str]:

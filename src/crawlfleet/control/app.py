@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -23,8 +24,13 @@ from aiohttp import web
 from crawlfleet.control import api, views
 from crawlfleet.control.security import GUARD, Guard, guard_middleware
 from crawlfleet.control.state import ControlState
+from crawlfleet.errors import StoreError
+from crawlfleet.frontier.ports import Jobs
+from crawlfleet.frontier.upkeep import UPKEEP_EVERY
 
-__all__ = ["make_app", "run", "start_metrics_server"]
+__all__ = ["keep_runs", "make_app", "run", "start_metrics_server"]
+
+log = logging.getLogger("crawlfleet.control")
 
 
 def make_app(
@@ -56,10 +62,32 @@ def make_app(
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
+    async def scheduler(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(keep_runs(state.store), name="scheduler")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
     app.cleanup_ctx.append(sampler)
     if keep_quality:
         app.cleanup_ctx.append(quality)
+    app.cleanup_ctx.append(scheduler)
     return app
+
+
+async def keep_runs(store: Jobs, every: float = UPKEEP_EVERY) -> None:
+    """What ``serve`` does for the runs, as every worker does: end the runs whose jobs have
+    nothing left, and start the due runs of the schedules (each once across the fleet)."""
+    while True:
+        try:
+            await store.finish_runs()
+            await store.start_due_runs()
+        except StoreError as exc:
+            log.debug("runs and schedules skipped: %s", exc)
+        except Exception:  # the dashboard goes on whatever the store does
+            log.exception("runs and schedules failed")
+        await asyncio.sleep(every)
 
 
 async def run(app: web.Application, host: str, port: int) -> str:

@@ -106,6 +106,8 @@ class Capture:
 
 #: the WARC/1.1 revisit profile for a payload identical to an earlier capture's
 REVISIT_PROFILE: Final = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+#: the WARC/1.1 revisit profile for a server's 304 Not Modified to a conditional request
+NOT_MODIFIED_PROFILE: Final = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 
 
 # --- Work items for the writer thread ---------------------------------------------------------
@@ -122,6 +124,8 @@ class _Record:
     omitted: bytes | None = None
     #: the payload's SHA-1, when the caller has it already (its content hash): not computed again
     payload_sha1: bytes | None = None
+    #: whether the record names a payload digest (a 304's revisit has no payload to digest)
+    payload_digest: bool = True
 
 
 @dataclass(slots=True)
@@ -288,6 +292,33 @@ def _revisit_record(
     return _Record(head=head, block_head=block_head, payload=b"", omitted=payload)
 
 
+def _not_modified_record(
+    record_id: str,
+    concurrent_to: str,
+    common: Sequence[tuple[str, str]],
+    block_head: bytes,
+    original: Capture | None,
+) -> _Record:
+    """A ``revisit`` record (server-not-modified profile): the server's 304 to a conditional
+    request, its headers only, referring to the last full capture of the page when known."""
+    fields = [
+        ("WARC-Type", "revisit"),
+        ("WARC-Record-ID", record_id),
+        *common,
+        ("WARC-Concurrent-To", concurrent_to),
+        ("WARC-Profile", NOT_MODIFIED_PROFILE),
+    ]
+    if original is not None:
+        if original.record_id:
+            fields.append(("WARC-Refers-To", original.record_id))
+        fields.append(("WARC-Refers-To-Target-URI", original.target_uri))
+        fields.append(("WARC-Refers-To-Date", original.date))
+    fields.append(("Content-Type", "application/http; msgtype=response"))
+    return _Record(
+        head=_warc_head(fields), block_head=block_head, payload=b"", payload_digest=False
+    )
+
+
 def _sha1_b32(digest: hashlib._Hash) -> bytes:
     return b"sha1:" + base64.b32encode(digest.digest())
 
@@ -311,7 +342,7 @@ def _frame(record: _Record, level: int) -> bytes:
         (
             record.head,
             b"WARC-Payload-Digest: sha1:" + base64.b32encode(payload_sha1) + b"\r\n"
-            if record.block_head
+            if record.block_head and record.payload_digest
             else b"",
             b"WARC-Block-Digest: " + _sha1_b32(block_digest) + b"\r\n",
             b"Content-Length: %d\r\n\r\n" % length,
@@ -413,6 +444,7 @@ class WarcWriter:
         request_body: bytes | None = None,
         revisit_of: Capture | None = None,
         payload_sha1: bytes | None = None,
+        not_modified: bool = False,
     ) -> WarcRef:
         """Archive one exchange as a ``request`` and a ``response`` record; returns the response's.
 
@@ -420,7 +452,10 @@ class WarcWriter:
         ``revisit_of`` (an earlier capture of the same payload) the response is a ``revisit``
         record instead: its headers, the payload's digest, and a reference to ``revisit_of``;
         the payload itself is not stored again. ``payload_sha1`` is the body's SHA-1 if the
-        caller has computed it already (it is then not computed again).
+        caller has computed it already (it is then not computed again). ``not_modified``: the
+        server answered a conditional request with 304; the response is a ``revisit`` record of
+        the server-not-modified profile, referring to ``revisit_of`` (the page's last full
+        capture) when given.
         """
         self._check()
         if self._file is None:
@@ -440,10 +475,15 @@ class WarcWriter:
             ip=ip,
             request_body=request_body or b"",
             revisit_of=revisit_of,
+            not_modified=not_modified,
         )
         response.payload_sha1 = payload_sha1
         ref = WarcRef(
-            self._file, response_id, target, _warc_date(fetched_at), revisit_of is not None
+            self._file,
+            response_id,
+            target,
+            _warc_date(fetched_at),
+            revisit_of is not None or not_modified,
         )
         self._put(request, response)
         if self._estimated_size() >= self.max_size:
@@ -613,6 +653,7 @@ class WarcWriter:
         ip: str | None,
         request_body: bytes,
         revisit_of: Capture | None = None,
+        not_modified: bool = False,
     ) -> tuple[_Record, _Record, str]:
         """The request and response records (digests to come), and the response's record id."""
         version = (
@@ -637,7 +678,9 @@ class WarcWriter:
         )
         status_line = f"{version} {status} {_clean(reason)}".rstrip()
         block_head = _http_block_head(status_line, response_headers, len(body), framed=True)
-        if revisit_of is not None:
+        if not_modified:
+            response = _not_modified_record(response_id, request_id, common, block_head, revisit_of)
+        elif revisit_of is not None:
             response = _revisit_record(
                 response_id, request_id, common, block_head, body, revisit_of
             )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from crawlfleet.data import jsonsafe
+from crawlfleet.data.changes import record_hash
 from crawlfleet.frontier.jobs import JobDefaults, defaults_from_settings
 from crawlfleet.frontier.ports import QuarantineItem
 from crawlfleet.model import (
@@ -90,6 +91,9 @@ def request_values(r: NewRequest, defaults: JobDefaults) -> tuple[Any, ...]:
         r.max_attempts or defaults.max_attempts,
         store_json(dict(r.headers)) if r.headers else None,
         pool_tags(r.pool),
+        r.found_by,
+        r.lastmod,
+        int(r.listed),
     )
 
 
@@ -134,6 +138,7 @@ def lease_from_row(
     (rid, _job, url, domain, prio, depth, cb, meta, method, body, fetcher) = row[:11]
     attempts, max_attempts, token = row[11:14]
     headers = row[14] if len(row) > 14 else None
+    page = row[15] if len(row) > 15 else None
     return Lease(
         id=rid,
         job=job,
@@ -153,6 +158,7 @@ def lease_from_row(
         start_at=start_at,
         route=route,
         headers=json.loads(headers) if headers else None,
+        page=json.loads(page) if page else {},
     )
 
 
@@ -174,7 +180,8 @@ def record_values(r: RecordRow) -> tuple[Any, ...]:
     """A record's columns after its job and key, in the order of ``upsert_record(s)``.
 
     Raises :class:`~crawlfleet.data.jsonsafe.Unstorable` for a record no store takes as it is
-    (the caller quarantines it: :func:`refused_record`)."""
+    (the caller quarantines it). The last value is the hash of its fields (what a run's change
+    status compares: :func:`crawlfleet.data.changes.record_hash`)."""
     for text in (r.key, r.url):
         if jsonsafe.problem(text) is not None:
             raise jsonsafe.Unstorable("unstorable_text", "the record key or URL is not UTF-8 text")
@@ -186,6 +193,7 @@ def record_values(r: RecordRow) -> tuple[Any, ...]:
         r.warc_record_id,
         r.warc_refers_to_file,
         r.warc_refers_to,
+        record_hash(r.data),
     )
 
 

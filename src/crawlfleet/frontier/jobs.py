@@ -22,6 +22,8 @@ class JobDefaults:
     max_attempts: int
     traps: TrapRules = field(default_factory=TrapRules)
     routes: tuple[RoutePlan, ...] = ()
+    #: versions of a record kept before its current one (the spider's ``record_history``)
+    record_history: int = 1
 
     @property
     def budgeted(self) -> bool:
@@ -60,6 +62,8 @@ def settings_with_defaults(spec: JobSpec) -> dict[str, Any]:
         "domains": {d: [v.max_in_flight, v.min_delay] for d, v in spec.domain_limits.items()},
     }
     settings["_budgets"] = [spec.page_budget, spec.pattern_budget]
+    if spec.record_history != 1:
+        settings["_history"] = spec.record_history
     if spec.routes:
         settings["_routes"] = [
             [r.id, r.pool, r.tier, r.max_in_flight, r.min_delay, r.cost, list(r.domains), r.pinned]
@@ -72,6 +76,7 @@ def defaults_from_settings(settings: dict[str, Any], max_attempts: int) -> JobDe
     """Take the store's private keys out of ``settings`` (in place) as JobDefaults."""
     limits = settings.pop("_limits", None) or {"default": [8, 0.0], "domains": {}}
     page, pattern = settings.pop("_budgets", None) or (None, None)
+    history = int(settings.pop("_history", 1))
     routes = tuple(
         RoutePlan(rid, pool, tier, cap, delay, cost, tuple(domains), *pinned)
         for rid, pool, tier, cap, delay, cost, domains, *pinned in settings.pop("_routes", None)
@@ -83,4 +88,5 @@ def defaults_from_settings(settings: dict[str, Any], max_attempts: int) -> JobDe
         max_attempts,
         TrapRules(host_page_budget=page, pattern_budget=pattern),
         routes,
+        history,
     )

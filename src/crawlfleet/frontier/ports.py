@@ -2,7 +2,8 @@
 
 * :class:`Queue` — the workers' verbs: ``enqueue / lease / heartbeat / complete / fail / release
   / report`` and ``wait_for_work``;
-* :class:`Jobs` — jobs and their state (``submit``, ``pause``, ``resume``, ``cancel``);
+* :class:`Jobs` — jobs and their state (``submit``, ``pause``, ``resume``, ``cancel``), their
+  runs (``start_run``, ``finish_runs``) and schedules (``save_schedule``, ``start_due_runs``);
 * :class:`Pacing` — per-lane limits and pacing as the store holds them;
 * :class:`Outbox` — what leaves the machine: events written once, their deliveries leased,
   settled, retried, dead, replayed (``crawlfleet.notify`` sends them);
@@ -46,7 +47,17 @@ Rules every backend keeps (the contract suite in ``tests/contract`` checks each 
   events in the same transaction (the one that loses the race writes nothing).
 * Trap guards end as ``dead(trap)`` rows, never silent drops: links the worker found to be traps
   (``NewRequest.trap``), and new requests over the job's per-host or per-URL-pattern budget,
-  counted in the store at enqueue time so the budgets hold across the whole fleet.
+  counted in the store at enqueue time so the budgets hold across the whole fleet. A request a
+  sitemap lists (``NewRequest.listed``) draws on no URL-pattern budget.
+* Runs: a job's first run starts with the job; a run ends (``finish_runs``) once nothing of the
+  job is queued or leased: the records its fetched pages no longer yield are marked removed,
+  a ``fresh`` run's leftovers of earlier runs go, and its counters are kept. ``start_run``
+  (``recrawl``) queues again the job's done requests that are due (``policy.revisit.is_due``);
+  ``fresh`` drops the job's requests and their history, never its records before the run ended.
+* Records carry their status in the run that last wrote them (``new``, ``changed``,
+  ``unchanged``, ``removed``), compared with the version of the last run; a completion with
+  ``carry`` (a 304) carries its page's records into the run, unchanged.
+* Schedules: ``start_due_runs`` starts each due run once, however many processes call it.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from crawlfleet.data.changes import ChangeRow
 from crawlfleet.data.profile import FieldStats
 from crawlfleet.frontier.outbox import (
     DeadDelivery,
@@ -80,6 +92,9 @@ from crawlfleet.model import (
     NewRequest,
     QuarantineRow,
     RecordRow,
+    Run,
+    RunKind,
+    Schedule,
     Settled,
 )
 from crawlfleet.policy.pacing import PacingState
@@ -339,8 +354,47 @@ class Jobs(Protocol):
 
     async def delete_job(self, name: str) -> int:
         """Remove the job and everything of it in the store: requests, their history, records,
-        quarantine, budgets (its WARC files are not the store's). Returns how many requests it
-        had; 0 for a job that does not exist."""
+        quarantine, budgets, runs (its WARC files are not the store's). Returns how many
+        requests it had; 0 for a job that does not exist."""
+        ...
+
+    async def current_run(self, job: str) -> Run | None:
+        """The job's current run, its counters live while it goes (None: a job of an older
+        store that has none)."""
+        ...
+
+    async def runs(self, job: str, limit: int = 10) -> list[Run]:
+        """The job's runs, the newest first."""
+        ...
+
+    async def start_run(
+        self, job: str, kind: RunKind = RunKind.RECRAWL, *, schedule: str | None = None
+    ) -> Run:
+        """Start the job's next run: ``recrawl`` queues again its done requests that are due
+        (its current run must be finished: StoreError otherwise, the job's state unchanged);
+        ``fresh`` starts over, its requests and their history dropped now, its records and
+        quarantine kept until the new run finished (StoreError while requests are leased)."""
+        ...
+
+    async def finish_runs(self, jobs: Sequence[str] | None = None) -> list[Run]:
+        """End every running run (of all jobs, or those named) whose job has nothing queued or
+        leased; returns the runs it ended (each ends once, whoever calls)."""
+        ...
+
+    async def save_schedule(self, schedule: Schedule) -> None:
+        """Add the job's schedule, or replace it (one per job)."""
+        ...
+
+    async def schedules(self) -> list[Schedule]: ...
+
+    async def remove_schedule(self, job: str) -> bool:
+        """Remove the job's schedule; False when it had none."""
+        ...
+
+    async def start_due_runs(self) -> list[tuple[Schedule, Run | None]]:
+        """Start the runs of the schedules due now, each once across the fleet (or skip them,
+        or queue them, as their overlap says); returns each due schedule with the run it
+        started (None: none)."""
         ...
 
 
@@ -464,6 +518,21 @@ class Insights(Protocol):
     def iter_records(self, job: str) -> AsyncIterator[RecordRow]: ...
 
     def iter_quarantine(self, job: str) -> AsyncIterator[QuarantineRow]: ...
+
+    def iter_all_records(self, job: str) -> AsyncIterator[tuple[RecordRow, str, int | None]]:
+        """Every record, the removed ones too: ``(record, status, removed_run)`` by key."""
+        ...
+
+    def iter_changes(
+        self, job: str, since: int | None = None
+    ) -> AsyncIterator[tuple[RecordRow, ChangeRow]]:
+        """Records new, changed or removed in the runs from ``since`` on (default: the current
+        run), with how they changed, by key."""
+        ...
+
+    async def current_run(self, job: str) -> Run | None: ...
+    async def runs(self, job: str, limit: int = 10) -> list[Run]: ...
+    async def schedules(self) -> list[Schedule]: ...
 
     async def dead_letters(
         self, job: str | None = None, reason: DeadReason | None = None, limit: int = 1000

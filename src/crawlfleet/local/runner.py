@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
-from crawlfleet.errors import UsageError
+from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.local.output import RecordTail, finish_output, open_tail
-from crawlfleet.model import JobState, JobStats
+from crawlfleet.model import JobState, JobStats, Run
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -84,6 +84,7 @@ class CrawlPlan:
     worker_argv: Sequence[str] = ()
     output: Output | None = None
     fresh: bool = False
+    recrawl: bool = False  # a finished job starts its next run
     max_error_rate: float | None = None  # None: fail only when every page failed
 
 
@@ -102,6 +103,8 @@ class CrawlReport:
     nothing_to_do: bool = False
     interrupted: str | None = None  # "drained" or "killed"
     removed: int | None = None  # requests removed by --fresh
+    run: Run | None = None  # the job's run, at the end
+    resumed: bool = False  # --recrawl found the current run unfinished: it went on
     written: int = 0  # records written to the output by this run
     changed: int = 0  # records that changed after they were written
     notes: list[str] = field(default_factory=list)
@@ -195,9 +198,19 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
     store = open_frontier(settings.queue, pacing=settings.pacing_config())
     await store.open()
     try:
-        removed = await _fresh(store, name) if plan.fresh else None
         before = await _state(store, name)
-        job, added = await submit(store, intake)
+        try:
+            job, added, started = await submit(
+                store, intake, recrawl=plan.recrawl, fresh=plan.fresh
+            )
+        except StoreError as exc:
+            raise UsageError(f"cannot start {name} afresh: {exc}") from None
+        removed = None
+        if plan.fresh and before.stats is not None:
+            b = before.stats
+            removed = b.queued + b.waiting + b.leased + b.done + b.dead
+        if started is not None:
+            log.info("job %s: run %d (%s) started", name, started.run, started.kind.value)
         log.info("job %s: %d start requests, %d new, in %r", name, len(intake.seeds), added, store)
         if job.state is not JobState.RUNNING:
             raise UsageError(
@@ -211,6 +224,10 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         _account(report, before, after, plan.max_error_rate)
         report.parse_error_samples = await _parse_error_samples(store, name, report.parse_errors)
         report.removed = removed
+        report.resumed = plan.recrawl and started is None and not report.nothing_to_do
+        if not report.interrupted:
+            await store.finish_runs([name])
+        report.run = await store.current_run(name)
         if not report.interrupted:
             report.notes.extend(await _quality(store, settings, name))
         return report
@@ -319,16 +336,6 @@ def _note_lease_holders(view: CrawlView, activity: JobActivity, name: str) -> No
         f"waiting for {leases} leases of job {name} held by other workers ({who}) to expire: "
         f"up to {wait:.0f}s (a crawl that exited hard leaves its leases until then)"
     )
-
-
-async def _fresh(store: Frontier, name: str) -> int:
-    """``--fresh``: the job's data goes (its WARC files stay); refuses while it is leased."""
-    from crawlfleet.errors import StoreError
-
-    try:
-        return await store.delete_job(name)
-    except StoreError as exc:
-        raise UsageError(f"cannot start {name} afresh: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -157,13 +157,17 @@ def page_type(url: str) -> str:
     return pattern + "?" + query if query else pattern
 
 
-def budget_keys(url: str, domain: str, rules: TrapRules) -> list[tuple[str, str]]:
+def budget_keys(
+    url: str, domain: str, rules: TrapRules, listed: bool | int = False
+) -> list[tuple[str, str]]:
     """The budget counters a new request of ``domain`` draws on: ``("host", domain)`` and
-    ``("pattern", url_pattern(url))``, each only when its budget is set."""
+    ``("pattern", url_pattern(url))``, each only when its budget is set. A URL a sitemap lists
+    (``listed``) is the site's own inventory: the URL-shape budget, a guard against generated
+    URLs, never counts it (a catalogue of 12,000 products is not a trap)."""
     keys = []
     if rules.host_page_budget is not None:
         keys.append(("host", domain))
-    if rules.pattern_budget is not None:
+    if rules.pattern_budget is not None and not listed:
         keys.append(("pattern", url_pattern(url)))
     return keys
 

@@ -41,7 +41,7 @@ from crawlfleet.policy.fetchers import fetcher_for
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.response import Response
 from crawlfleet.routes.pools import unknown_pool
-from crawlfleet.spider import Request, Spider, session_params_of
+from crawlfleet.spider import SITEMAP_CALLBACK, Request, Spider, session_params_of
 from crawlfleet.urls import (
     LinkCanonicalizer,
     credentials_by_origin,
@@ -71,6 +71,11 @@ class PageOutput:
     found: int = 0
     #: Requests refused alone, by why (a URL that is not a string, an unknown callback...)
     refused: Counter[str] = field(default_factory=Counter)
+    #: the request whose page this is (the store notes which page found each new link)
+    found_by: int | None = None
+    #: the page is a sitemap: what it lists is the site's inventory (no links cap, no URL-shape
+    #: budget), and the sitemaps it lists are judged by the sitemap rules, not the scope
+    listed: bool = False
 
 
 class RobotsVerdict(Protocol):
@@ -173,6 +178,8 @@ class JobRuntime:
         trap: str | None = None,
         cookiejar: str | None = None,
         host: str | None = None,
+        found_by: int | None = None,
+        listed: bool = False,
     ) -> NewRequest:
         meta = req.stored_meta()
         if cookiejar is not None and (meta is None or "cookiejar" not in meta):
@@ -193,6 +200,9 @@ class JobRuntime:
             trap,
             req.headers,
             req.pool,
+            found_by,
+            req.lastmod,
+            listed,
         )
 
     def link(
@@ -213,7 +223,7 @@ class JobRuntime:
                 out.refused["a pool the worker does not have"] += 1
                 return
         cap = self.traps.max_links_per_page
-        if cap is not None and len(out.discovered) >= cap:
+        if cap is not None and len(out.discovered) >= cap and not out.listed:
             out.links_dropped += 1  # not marked handled: another page may still add it
             return
         base = req.base
@@ -233,17 +243,25 @@ class JobRuntime:
                 )
             except ValueError:
                 return
-        if not self._in_scope(host) or not self.seen.add_new(_seen_key(fp)):
+        # a sitemap a sitemap lists is judged by the sitemap rules (crawlfleet.sitemap), the
+        # pages it lists by the scope as any link
+        sitemap = out.listed and req.callback_name == SITEMAP_CALLBACK
+        if not (sitemap or self._in_scope(host)) or not self.seen.add_new(_seen_key(fp)):
             return
+        found_by, listed = out.found_by, out.listed
         trap = check_url(canon, depth, self.traps)
         if trap is not None:
             out.traps += 1
-            out.discovered.append(self._new(req, canon, fp, depth, trap, cookiejar, host))
+            out.discovered.append(
+                self._new(req, canon, fp, depth, trap, cookiejar, host, found_by, listed)
+            )
             return
         if robots is not None and robots.cached_verdict(canon) is False:
             out.robots_dropped += 1  # known disallowed: never worth a queue row
             return
-        out.discovered.append(self._new(req, canon, fp, depth, cookiejar=cookiejar, host=host))
+        out.discovered.append(
+            self._new(req, canon, fp, depth, None, cookiejar, host, found_by, listed)
+        )
 
     def _in_scope(self, host: str) -> bool:
         known = self._scope_of.get(host)
@@ -305,6 +323,7 @@ class JobRuntime:
         cookiejar: str | None = None,
         form_cookiejar: str | None = None,
         deadline: float | None = None,
+        found_by: int | None = None,
     ) -> PageOutput:
         """Run the callback on ``response``.
 
@@ -318,7 +337,7 @@ class JobRuntime:
         The session the page's requests name (``meta["cookiejar"]``) unless they name one:
         ``cookiejar`` (the page's own request named it), else ``form_cookiejar`` for its
         non-GET requests (the forms it submits)."""
-        out = PageOutput()
+        out = PageOutput(found_by=found_by, listed=callback == SITEMAP_CALLBACK)
         method = getattr(self.spider, callback or "parse", None)
         if method is None:
             raise ParseError(f"spider {self.spider_cls.__name__} has no callback {callback!r}")

@@ -211,6 +211,8 @@ class Worker:
                 continue  # a full batch: there may be more right away
             quiet = not self._tasks and not self._pending and not self._reporting
             if self.exit_when_finished and quiet and await self._all_finished():
+                with suppress(StoreError):
+                    await self.frontier.finish_runs(self.jobs)  # the runs end with the work
                 return
             await self._idle()
 
@@ -480,6 +482,7 @@ class Worker:
         while True:
             try:
                 await self.frontier.maintain()
+                await self._runs()
             except StoreError as exc:  # the store is away: the lease and report loops say so
                 log.debug("store upkeep skipped: %s", exc)
             except Exception:  # the upkeep must never stop the worker: try again next time
@@ -492,6 +495,16 @@ class Worker:
         from crawlfleet.notify.service import keep
 
         await keep(self.frontier, self.settings, owner=self.worker_id, jobs=self.jobs)
+
+    async def _runs(self) -> None:
+        """Whoever runs with the store keeps its runs going: a run whose job has nothing left
+        ends (its removed records marked, its counters kept), and the schedules that are due
+        start their runs (each once across the fleet: the store sees to it)."""
+        for run in await self.frontier.finish_runs(self.jobs):
+            log.info("job %s: run %d finished", run.job, run.run)
+        for schedule, started in await self.frontier.start_due_runs():
+            if started is not None:
+                log.info("schedule of job %s: run %d started", schedule.job, started.run)
 
     # -- what this worker did, for the fleet's totals -------------------------------------------
 

@@ -42,7 +42,7 @@ from crawlfleet.urls import mask_credentials
 T = TypeVar("T")
 Q = queries("postgres")
 #: insert_requests for a job with page budgets: the rows actually inserted come back
-INSERT_RETURNING = Q["insert_requests"].removesuffix(";") + "\nRETURNING id, url, domain"
+INSERT_RETURNING = Q["insert_requests"].removesuffix(";") + "\nRETURNING id, url, domain, listed"
 Conn = Any  # asyncpg.Connection (asyncpg ships no type hints)
 log = logging.getLogger("crawlfleet.store")
 
@@ -72,10 +72,13 @@ STORE_TABLES: Final = (
     "outbox_events",
     "page_types",
     "quarantine",
+    "record_versions",
     "records",
     "requests",
     "routes",
     "run_profiles",
+    "runs",
+    "schedules",
     "sessions",
     "sink_progress",
     "tier_moves",

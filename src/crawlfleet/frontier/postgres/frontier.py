@@ -24,6 +24,7 @@ from crawlfleet.frontier.postgres.connection import (
 )
 from crawlfleet.frontier.postgres.outbox import PostgresOutbox
 from crawlfleet.frontier.postgres.queue import PostgresQueue
+from crawlfleet.frontier.postgres.runs import PostgresRuns
 from crawlfleet.model import (
     DeadReason,
     DomainLimits,
@@ -34,7 +35,7 @@ from crawlfleet.model import (
 )
 
 
-class PostgresFrontier(PostgresQueue, PostgresOutbox, SqlInsights):
+class PostgresFrontier(PostgresQueue, PostgresRuns, PostgresOutbox, SqlInsights):
     """The frontier contract on PostgreSQL (``postgresql://user@host/db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -45,6 +46,7 @@ class PostgresFrontier(PostgresQueue, PostgresOutbox, SqlInsights):
 
         async def tx(conn: Conn) -> None:
             await conn.execute(Q["submit_job"], *args)
+            await conn.execute(Q["ensure_first_run"], spec.name, args[-1])
             if spec.routes:
                 routes = sorted((r.id, r.pool, r.tier, r.cost) for r in spec.routes)
                 await conn.execute(Q["upsert_routes"], *_columns(routes, 4))

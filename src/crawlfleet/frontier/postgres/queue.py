@@ -48,6 +48,7 @@ from crawlfleet.frontier.postgres.connection import (
     _refs,
     log,
 )
+from crawlfleet.frontier.runs import completion_values
 from crawlfleet.frontier.upkeep import UPKEEP_EVERY, TableHealth
 from crawlfleet.frontier.upkeep import actions as upkeep_actions
 from crawlfleet.model import (
@@ -109,6 +110,12 @@ class PostgresQueue(PostgresConnection):
                 await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
             else:
                 added += _count(await conn.execute(Q["insert_requests"], job_id, now, batch))
+        relisted = sorted(
+            (r.fingerprint, r.lastmod) for r in requests if r.trap is None and r.lastmod is not None
+        )
+        if relisted and added < len(values):
+            run = await conn.fetchval(Q["run_of_job"], job_id)
+            await conn.execute(Q["relist"], job_id, run, now, *_columns(relisted, 2))
         new = sorted(d for d in domains if d not in self._known_domains)
         if new:
             limits = [defaults.limits_for(d) for d in new]
@@ -161,18 +168,19 @@ class PostgresQueue(PostgresConnection):
         conn: Conn,
         job_id: int,
         defaults: JobDefaults,
-        new: list[tuple[int, str, str]],
+        new: list[tuple[int, str, str, int]],
         now: float,
     ) -> None:
-        """Turn the new requests over their host or pattern budget into dead(trap) rows."""
+        """Turn the new requests ``(id, url, domain, listed)`` over their host or pattern budget
+        into dead(trap) rows (a page a sitemap lists draws on no URL-shape budget)."""
         if not new:
             return
         new.sort()  # RETURNING order is not insertion order: first come, first admitted
-        keys_of = [budget_keys(url, domain, defaults.traps) for _, url, domain in new]
+        keys_of = [budget_keys(u, d, defaults.traps, listed) for _, u, d, listed in new]
         keys = sorted({k for ks in keys_of for k in ks})
         rows = await conn.fetch(Q["lock_budgets"], job_id, *_columns(keys, 2))
         used = {(r[0], r[1]): r[2] for r in rows}
-        trapped, counts = over_budget(new, used, defaults.traps, keys_of)
+        trapped, counts = over_budget([r[:3] for r in new], used, defaults.traps, keys_of)
         if trapped:
             ids = sorted(trapped)
             await conn.execute(Q["trap_requests"], now, ids, [f"trap: {trapped[i]}" for i in ids])
@@ -417,28 +425,39 @@ class PostgresQueue(PostgresConnection):
     async def _complete(self, conn: Conn, items: Sequence[Completion]) -> set[int]:
         now = self.clock()
         ordered = sorted(items, key=lambda c: c.lease.id)
+        values = [completion_values(c, now, 0) for c in ordered]
         rows = await conn.fetch(
             Q["complete"],
             now,
             [c.lease.id for c in ordered],
             [c.lease.token for c in ordered],
             [c.status for c in ordered],
+            [v["page"] for v in values],
+            [v["due_at"] for v in values],
+            [v["nbytes"] for v in values],
+            [v["visit"] for v in values],
         )
         # fenced leases are missing here: nothing they sent is written
         job_of = {r[0]: r[1] for r in rows}
         done = [c for c in items if c.lease.id in job_of]
+        run_of = dict(await conn.fetch(Q["job_runs"], sorted(set(job_of.values()))))
+        carried = sorted((job_of[c.lease.id], c.lease.id) for c in done if c.carry)
+        if carried:
+            await conn.execute(Q["carry_records"], *_columns(carried, 2))
         records: dict[tuple[int, str], tuple[tuple[Any, ...], RecordRow]] = {}
         quarantined = [
             quarantine_values(job_of[c.lease.id], q) for c in done for q in c.quarantined
         ]
         for c in done:
             job_id = job_of[c.lease.id]
+            run = run_of.get(job_id, 1)
             for r in c.records:  # the last row of one key wins, as with sequential upserts
                 try:
-                    records[(job_id, r.key)] = (record_values(r), r)
+                    records[(job_id, r.key)] = ((*record_values(r), c.lease.id, run), r)
                 except Unstorable as exc:  # one bad record is quarantined, never the batch
                     quarantined.append(quarantine_values(job_id, refused_record(r, exc)))
         if records:
+            await self._keep_versions(conn, records)
             await self._upsert_records(conn, now, records, quarantined)
         if quarantined:
             await conn.execute(Q["insert_quarantine"], *_columns(quarantined, 9))
@@ -466,6 +485,19 @@ class PostgresQueue(PostgresConnection):
             await self._notify(conn)
         return set(job_of)
 
+    async def _keep_versions(
+        self, conn: Conn, records: dict[tuple[int, str], tuple[tuple[Any, ...], RecordRow]]
+    ) -> None:
+        """Jobs that keep more than one version of a record (``record_history``): the versions
+        this batch replaces go to record_versions first."""
+        keep = sorted(
+            (job_id, key, values[9], values[7])
+            for (job_id, key), (values, _) in records.items()
+            if (d := self._job_defaults.get(job_id)) is not None and d.record_history > 1
+        )
+        if keep:
+            await conn.execute(Q["keep_versions"], *_columns(keep, 4))
+
     @staticmethod
     async def _upsert_records(
         conn: Conn,
@@ -479,7 +511,7 @@ class PostgresQueue(PostgresConnection):
 
         async def write(some: list[tuple[int, str]]) -> None:
             values = (records[k][0] for k in some)
-            await conn.execute(Q["upsert_records"], now, *_columns(some, 2), *_columns(values, 7))
+            await conn.execute(Q["upsert_records"], now, *_columns(some, 2), *_columns(values, 10))
 
         try:
             async with conn.transaction():  # a savepoint: a refusal leaves the rest standing

@@ -329,6 +329,12 @@ VALUES ($1, $2, $3::jsonb, $4, $5)
 ON CONFLICT (name) DO UPDATE SET
     spider = excluded.spider, settings = excluded.settings, max_attempts = excluded.max_attempts;
 
+-- name: ensure_first_run
+-- a new job's first run (a job there already keeps its runs)
+INSERT INTO runs (job_id, run, kind, state, started_at)
+SELECT id, 1, 'first', 'running', $2 FROM jobs WHERE name = $1 AND run = 1
+ON CONFLICT DO NOTHING;
+
 -- name: get_job
 SELECT id, name, spider, state, settings::text, created_at, max_attempts FROM jobs WHERE name = $1;
 
@@ -347,9 +353,11 @@ UPDATE jobs SET state = $1 WHERE name = $2;
 -- domain (INSERT_RETURNING): the rows actually inserted (a duplicate draws on no budget).
 INSERT INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, headers, pool, state, ready_at, created_at)
+     max_attempts, headers, pool, found_by, lastmod, listed, first_run, state, ready_at,
+     created_at)
 SELECT $1, decode(r->>0, 'hex'), r->>1, r->>2, (r->>3)::int, (r->>4)::int, r->>5,
        (r->>6)::jsonb, r->>7, decode(r->>8, 'hex'), r->>9, (r->>10)::int, r->>11, r->>12,
+       (r->>13)::bigint, (r->>14)::float8, (r->>15)::int, (SELECT run FROM jobs WHERE id = $1),
        'queued', $2, $2
 FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS u(r, n)
 ORDER BY u.n
@@ -357,15 +365,16 @@ ON CONFLICT (job_id, fingerprint) DO NOTHING;
 
 -- name: insert_traps
 -- links their finder judged traps: dead rows (counted, listed, replayable), never fetched, each
--- with its one history entry ($3 as in insert_requests, a row's 14th value its error)
+-- with its one history entry ($3 as in insert_requests, a row's 17th value its error)
 WITH inserted AS (
     INSERT INTO requests
         (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-         max_attempts, headers, pool, state, dead_reason, last_error, ready_at, created_at,
-         finished_at)
+         max_attempts, headers, pool, found_by, lastmod, listed, first_run, state, dead_reason,
+         last_error, ready_at, created_at, finished_at)
     SELECT $1, decode(r->>0, 'hex'), r->>1, r->>2, (r->>3)::int, (r->>4)::int, r->>5,
            (r->>6)::jsonb, r->>7, decode(r->>8, 'hex'), r->>9, (r->>10)::int, r->>11, r->>12,
-           'dead', 'trap', r->>13, $2, $2, $2
+           (r->>13)::bigint, (r->>14)::float8, (r->>15)::int,
+           (SELECT run FROM jobs WHERE id = $1), 'dead', 'trap', r->>16, $2, $2, $2
     FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS u(r, n)
     ORDER BY u.n
     ON CONFLICT (job_id, fingerprint) DO NOTHING
@@ -718,7 +727,7 @@ WITH active AS (
     WHERE r.id = p.id
     RETURNING r.id, r.job_id, r.url, r.domain, r.priority, r.depth, r.callback, r.meta::text,
               r.method, r.body, r.fetcher, r.attempts, r.max_attempts, r.lease_token, r.headers,
-              r.lease_expires_at, p.start_at, p.last_lease_at, p.slot, p.route
+              r.page, r.lease_expires_at, p.start_at, p.last_lease_at, p.slot, p.route
 ), served AS (
     SELECT domain, route, start, delay, step, gap, count(id)::int AS n
     FROM pick GROUP BY domain, route, start, delay, step, gap
@@ -745,8 +754,8 @@ WITH active AS (
 -- settled false: the lane found empty was one only pinned requests use, or the domain has
 -- pinned requests ready that another of its lanes may take: the caller looks again)
 SELECT t.id, j.name, t.url, p.domain, t.priority, t.depth, t.callback, t.meta, t.method, t.body,
-       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.headers, t.lease_expires_at,
-       p.start_at,
+       t.fetcher, t.attempts, t.max_attempts, t.lease_token, t.headers, t.page,
+       t.lease_expires_at, p.start_at,
        p.route, p.settled
 FROM pick p
 LEFT JOIN taken t ON t.id = p.id
@@ -784,8 +793,14 @@ WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
 RETURNING r.id;
 
 -- name: complete
-UPDATE requests r SET state = 'done', status = u.status, finished_at = $1, lease_owner = NULL
-FROM unnest($2::bigint[], $3::bigint[], $4::int[]) AS u(id, token, status)
+-- run: the run that finished it; page: its recrawl state (validators, body hash, revisit
+-- interval, last capture: the JSON the lease hands back); visit: what this fetch found
+UPDATE requests r SET state = 'done', status = u.status, finished_at = $1, lease_owner = NULL,
+    run = (SELECT run FROM jobs j WHERE j.id = r.job_id), page = coalesce(u.page, r.page),
+    due_at = u.due_at, nbytes = u.nbytes, visit = u.visit
+FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[], $6::float8[], $7::bigint[],
+            $8::text[])
+     AS u(id, token, status, page, due_at, nbytes, visit)
 WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
 RETURNING r.id, r.job_id, r.domain, coalesce(r.lease_route, 'direct');
 
@@ -802,7 +817,8 @@ WITH failed AS (
         status = u.status,
         finished_at = CASE WHEN u.retry_at IS NULL THEN $1::float8 END,
         lease_owner = NULL,
-        fetcher = coalesce(u.refetch, r.fetcher)
+        fetcher = coalesce(u.refetch, r.fetcher),
+        run = (SELECT run FROM jobs j WHERE j.id = r.job_id)
     FROM unnest($2::bigint[], $3::bigint[], $4::float8[], $5::text[], $6::text[], $7::int[],
                 $8::text[], $9::text[], $10::bool[], $11::text[])
          AS u(id, token, retry_at, dead_reason, error, status, outcome, route, counted, refetch)
@@ -824,27 +840,78 @@ WHERE r.id = u.id AND r.lease_token = u.token AND r.state = 'leased'
 RETURNING r.id, r.domain, coalesce(r.lease_route, 'direct');
 
 -- name: upsert_records
--- a record key is one record: a refetch replaces it, never duplicates it. The caller keeps the
+-- A record key is one record: a refetch replaces it, never duplicates it. The caller keeps the
 -- last of several rows with one key (DO UPDATE may touch a row once per statement) and sorts them.
-INSERT INTO records (job_id, key, data, url, fetched_at, warc_file, warc_record_id,
-                     warc_refers_to_file, warc_refers_to, updated_at)
+-- Its status in the run compares it with the version of the last run that saw it: the first
+-- write in a run (records.run < the run) compares with the stored version, a later one in the
+-- same run with the run's base (previous once the run changed it, the stored version while
+-- unchanged). A record back after its removal is new again. "same": equal hashes (or, for a row
+-- stored before hashes, equal data).
+INSERT INTO records AS rec (job_id, key, data, url, fetched_at, warc_file, warc_record_id,
+                            warc_refers_to_file, warc_refers_to, hash, request_id, run,
+                            updated_at, first_run, changed_run, status)
 SELECT u.job_id, u.key, u.data, u.url, u.fetched_at, u.warc_file, u.warc_record_id,
-       u.warc_refers_to_file, u.warc_refers_to, $1
+       u.warc_refers_to_file, u.warc_refers_to, u.hash, u.request_id, u.run, $1, u.run, u.run,
+       'new'
 FROM unnest($2::bigint[], $3::text[], $4::jsonb[], $5::text[], $6::float8[], $7::text[],
-            $8::text[], $9::text[], $10::text[])
+            $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bigint[], $13::int[])
      AS u(job_id, key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
-          warc_refers_to)
+          warc_refers_to, hash, request_id, run)
 ON CONFLICT (job_id, key) DO UPDATE SET
-    data = excluded.data, url = excluded.url, fetched_at = excluded.fetched_at,
+    status = CASE
+        WHEN rec.run < excluded.run AND rec.status = 'removed' THEN 'new'
+        WHEN rec.run < excluded.run
+             AND (rec.hash = excluded.hash
+                  OR (rec.hash IS NULL AND rec.data = excluded.data)) THEN 'unchanged'
+        WHEN rec.run < excluded.run THEN 'changed'
+        WHEN rec.status = 'new' THEN 'new'
+        WHEN rec.status = 'unchanged'
+             AND (rec.hash = excluded.hash
+                  OR (rec.hash IS NULL AND rec.data = excluded.data)) THEN 'unchanged'
+        WHEN rec.status = 'unchanged' THEN 'changed'
+        WHEN rec.prev_hash = excluded.hash THEN 'unchanged'
+        ELSE 'changed' END,
+    previous = CASE WHEN (rec.run < excluded.run OR rec.status = 'unchanged')
+                         AND (rec.status = 'removed'
+                              OR NOT (rec.hash IS NOT DISTINCT FROM excluded.hash
+                                      OR (rec.hash IS NULL AND rec.data = excluded.data)))
+                    THEN rec.data ELSE rec.previous END,
+    prev_hash = CASE WHEN (rec.run < excluded.run OR rec.status = 'unchanged')
+                          AND (rec.status = 'removed'
+                               OR NOT (rec.hash IS NOT DISTINCT FROM excluded.hash
+                                       OR (rec.hash IS NULL AND rec.data = excluded.data)))
+                     THEN rec.hash ELSE rec.prev_hash END,
+    changed_run = CASE WHEN (rec.run < excluded.run OR rec.status = 'unchanged')
+                            AND (rec.status = 'removed'
+                                 OR NOT (rec.hash IS NOT DISTINCT FROM excluded.hash
+                                         OR (rec.hash IS NULL AND rec.data = excluded.data)))
+                       THEN excluded.run ELSE rec.changed_run END,
+    first_run = CASE WHEN rec.status = 'removed' THEN excluded.run ELSE rec.first_run END,
+    removed_run = NULL,
+    run = excluded.run,
+    data = excluded.data, hash = excluded.hash, url = excluded.url,
+    fetched_at = excluded.fetched_at, request_id = excluded.request_id,
     warc_file = excluded.warc_file, warc_record_id = excluded.warc_record_id,
     warc_refers_to_file = excluded.warc_refers_to_file, warc_refers_to = excluded.warc_refers_to,
     updated_at = excluded.updated_at;
 
+-- name: keep_versions
+-- record_history > 1: the versions a write is about to replace go to record_versions first
+-- (only a first write of the run that changes the record: what the run compares with)
+INSERT INTO record_versions (job_id, key, replaced_run, data)
+SELECT r.job_id, r.key, u.run, r.data
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bytea[]) AS u(job_id, key, run, hash)
+JOIN records r ON r.job_id = u.job_id AND r.key = u.key
+WHERE r.run < u.run AND r.status <> 'removed' AND r.hash IS DISTINCT FROM u.hash;
+
 -- name: insert_quarantine
 INSERT INTO quarantine (job_id, url, data, errors, fetched_at, warc_file, warc_record_id,
-                        warc_refers_to_file, warc_refers_to)
-SELECT * FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::jsonb[], $5::float8[],
-                     $6::text[], $7::text[], $8::text[], $9::text[]);
+                        warc_refers_to_file, warc_refers_to, run)
+SELECT u.*, (SELECT run FROM jobs j WHERE j.id = u.job_id)
+FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::jsonb[], $5::float8[],
+            $6::text[], $7::text[], $8::text[], $9::text[])
+     AS u(job_id, url, data, errors, fetched_at, warc_file, warc_record_id,
+          warc_refers_to_file, warc_refers_to);
 
 -- name: insert_content
 INSERT INTO content (job_id, hash, request_id)
@@ -869,7 +936,7 @@ SELECT
     count(*) FILTER (WHERE attempts > 1),
     coalesce(sum(attempts - 1) FILTER (WHERE state IN ('done', 'dead') AND attempts > 0), 0),
     min(created_at) FILTER (WHERE state = 'queued' AND ready_at <= $1),
-    (SELECT count(*) FROM records WHERE job_id = $2),
+    (SELECT count(*) FROM records WHERE job_id = $2 AND status <> 'removed'),
     (SELECT count(*) FROM quarantine WHERE job_id = $2),
     count(*) FILTER (WHERE duplicate_of IS NOT NULL),
     count(*) FILTER (WHERE state = 'done' AND status >= 400)
@@ -900,7 +967,7 @@ SELECT 1 FROM requests WHERE job_id = $1 AND state IN ('queued', 'leased') LIMIT
 SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
        warc_refers_to
 FROM records
-WHERE job_id = $1 AND key > $2 ORDER BY key LIMIT $3;
+WHERE job_id = $1 AND key > $2 AND status <> 'removed' ORDER BY key LIMIT $3;
 
 -- name: iter_quarantine
 SELECT id, data::text, errors::text, url, fetched_at, warc_file, warc_record_id,
@@ -960,6 +1027,11 @@ WITH gone_attempts AS (
     DELETE FROM quarantine WHERE job_id = $1
 ), gone_sessions AS (
     DELETE FROM sessions WHERE job_id = $1
+), gone_runs AS (
+    DELETE FROM runs WHERE job_id = $1
+), gone_versions AS (
+    DELETE FROM record_versions WHERE job_id = $1
+
 ), gone_profiles AS (
     DELETE FROM run_profiles WHERE job_id = $1
 ), gone_sinks AS (
@@ -991,7 +1063,7 @@ SELECT updated_at, key, data::text, url, fetched_at, warc_file, warc_record_id,
        warc_refers_to_file, warc_refers_to
 FROM records
 WHERE job_id = $1 AND updated_at >= $2
-  AND (updated_at > $2 OR ($3::text IS NOT NULL AND key > $3))
+  AND (updated_at > $2 OR ($3::text IS NOT NULL AND key > $3)) AND status <> 'removed'
 ORDER BY updated_at, key
 LIMIT $4;
 
@@ -1129,6 +1201,277 @@ BEGIN
     END IF;
 END
 $$;
+
+-- name: migration_0020_runs
+-- Schema version 20: recurring crawls. A job has runs (run 1 its first crawl; crawl --recrawl,
+-- a schedule or --fresh start the next); jobs.run is the current one. A run's counters are read
+-- from the rows it touched while it goes (no shared counter row on the workers' hot path), and
+-- kept in its row once it finished.
+-- Requests: the run that last finished it (run), the run that found it and the page that did
+-- (first_run, found_by: a hub is a page whose links were new in the last run), its recrawl
+-- state as the worker keeps it (page: validators, body hash, revisit interval, last capture),
+-- when it is due again (due_at: NULL revisits it every run), what its last visit found (visit:
+-- new, changed, unchanged, not_modified), the bytes of that fetch, and what a sitemap said of
+-- it (listed: a sitemap lists it, outside the URL-shape budget; lastmod).
+-- Records: their status in the latest run that touched them (new, changed, unchanged, removed),
+-- the run that last wrote them (run), that first had them, that last changed them, that removed
+-- them; the hash of their fields; the version before the last change (previous); the request
+-- whose page yields them (request_id). Older versions go to record_versions when the job keeps
+-- more than one (record_history).
+ALTER TABLE jobs ADD COLUMN run integer NOT NULL DEFAULT 1;
+CREATE TABLE runs (
+    job_id      bigint NOT NULL,
+    run         integer NOT NULL,
+    kind        text NOT NULL,
+    state       text NOT NULL DEFAULT 'running',
+    started_at  double precision NOT NULL,
+    finished_at double precision,
+    schedule    text,
+    counters    jsonb,
+    PRIMARY KEY (job_id, run)
+);
+INSERT INTO runs (job_id, run, kind, state, started_at)
+SELECT id, 1, 'first', 'running', created_at FROM jobs;
+ALTER TABLE requests
+    ADD COLUMN run integer,
+    ADD COLUMN first_run integer NOT NULL DEFAULT 1,
+    ADD COLUMN found_by bigint,
+    ADD COLUMN page text,
+    ADD COLUMN due_at double precision,
+    ADD COLUMN visit text,
+    ADD COLUMN nbytes bigint,
+    ADD COLUMN listed integer NOT NULL DEFAULT 0,
+    ADD COLUMN lastmod double precision;
+UPDATE requests SET run = 1 WHERE state IN ('done', 'dead');
+ALTER TABLE records
+    ADD COLUMN hash bytea,
+    ADD COLUMN status text NOT NULL DEFAULT 'new',
+    ADD COLUMN run integer NOT NULL DEFAULT 1,
+    ADD COLUMN first_run integer NOT NULL DEFAULT 1,
+    ADD COLUMN changed_run integer NOT NULL DEFAULT 1,
+    ADD COLUMN removed_run integer,
+    ADD COLUMN previous jsonb,
+    ADD COLUMN prev_hash bytea,
+    ADD COLUMN request_id bigint;
+-- a 304 carries its page's records over; a run's end finds the records its pages no longer yield
+CREATE INDEX records_request ON records (job_id, request_id);
+ALTER TABLE quarantine ADD COLUMN run integer NOT NULL DEFAULT 1;
+CREATE TABLE record_versions (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id       bigint NOT NULL,
+    key          text COLLATE "C" NOT NULL,
+    replaced_run integer NOT NULL,
+    data         jsonb NOT NULL
+);
+CREATE INDEX record_versions_key ON record_versions (job_id, key, replaced_run);
+
+-- name: migration_0021_schedules
+-- Schema version 21: schedules, one per job (by name), in the store so a fleet has one. next_at
+-- is when the next run is due; whoever runs with the store starts it and moves next_at on in
+-- the same transaction, the schedule's row locked (FOR UPDATE SKIP LOCKED): exactly once.
+-- queued: a due run waits for the last one to finish (overlap = queue).
+CREATE TABLE schedules (
+    job        text PRIMARY KEY,
+    spider     text NOT NULL,
+    every      double precision,
+    cron       text,
+    tz         text NOT NULL DEFAULT 'UTC',
+    anchor     double precision NOT NULL,
+    overlap    text NOT NULL DEFAULT 'skip',
+    next_at    double precision NOT NULL,
+    queued     boolean NOT NULL DEFAULT false,
+    last_at    double precision,
+    last_run   integer,
+    last_note  text,
+    created_at double precision NOT NULL
+);
+
+-- name: job_runs
+SELECT id, run FROM jobs WHERE id = ANY($1::bigint[]);
+
+-- name: run_of_job
+SELECT run FROM jobs WHERE id = $1;
+
+-- name: carry_records
+-- pages that did not change (a 304, or the same body when the spider skips those): their
+-- records are carried over into the run, unchanged (their update time stays: nothing new)
+UPDATE records r SET run = j.run, status = 'unchanged'
+FROM unnest($1::bigint[], $2::bigint[]) AS u(job_id, id)
+JOIN jobs j ON j.id = u.job_id
+WHERE r.job_id = u.job_id AND r.request_id = u.id AND r.run < j.run AND r.status <> 'removed';
+
+-- name: relist
+-- pages a sitemap lists again with a newer lastmod: revisited in this run, due or not
+UPDATE requests r SET
+    lastmod = u.lastmod, listed = 1,
+    state = CASE WHEN r.state = 'done' AND coalesce(r.run, 0) < $2 THEN 'queued' ELSE r.state END,
+    ready_at = CASE WHEN r.state = 'done' AND coalesce(r.run, 0) < $2 THEN $3 ELSE r.ready_at END,
+    attempts = CASE WHEN r.state = 'done' AND coalesce(r.run, 0) < $2 THEN 0 ELSE r.attempts END
+FROM unnest($4::bytea[], $5::float8[]) AS u(fingerprint, lastmod)
+WHERE r.job_id = $1 AND r.fingerprint = u.fingerprint
+  AND (r.lastmod IS NULL OR r.lastmod < u.lastmod);
+
+-- name: current_run
+SELECT r.job_id, j.name, r.run, r.kind, r.state, r.started_at, r.finished_at, r.schedule,
+       r.counters::text
+FROM runs r JOIN jobs j ON j.id = r.job_id
+WHERE r.job_id = $1 AND r.run = j.run;
+
+-- name: runs_of
+SELECT r.job_id, j.name, r.run, r.kind, r.state, r.started_at, r.finished_at, r.schedule,
+       r.counters::text
+FROM runs r JOIN jobs j ON j.id = r.job_id
+WHERE r.job_id = $1 ORDER BY r.run DESC LIMIT $2;
+
+-- name: running_runs
+-- the runs still marked running, their job's row locked (one process ends a run; another one
+-- skips it)
+SELECT j.id, j.name, j.run, r.kind FROM jobs j JOIN runs r ON r.job_id = j.id AND r.run = j.run
+WHERE r.state = 'running'
+ORDER BY j.id
+FOR UPDATE OF j SKIP LOCKED;
+
+-- name: lock_job_run
+SELECT run FROM jobs WHERE id = $1 FOR UPDATE;
+
+-- name: run_pages
+SELECT count(*) FILTER (WHERE state = 'done'),
+       count(*) FILTER (WHERE state = 'done' AND visit = 'not_modified'),
+       count(*) FILTER (WHERE state = 'done' AND visit = 'unchanged'),
+       count(*) FILTER (WHERE state = 'done' AND visit = 'changed'),
+       count(*) FILTER (WHERE state = 'done' AND visit = 'new'),
+       count(*) FILTER (WHERE state = 'done' AND status >= 400),
+       count(*) FILTER (WHERE state = 'dead'),
+       coalesce(sum(nbytes) FILTER (WHERE state = 'done'), 0)
+FROM requests WHERE job_id = $1 AND run = $2;
+
+-- name: run_records
+SELECT count(*) FILTER (WHERE run = $2 AND status = 'new'),
+       count(*) FILTER (WHERE run = $2 AND status = 'changed'),
+       count(*) FILTER (WHERE run = $2 AND status = 'unchanged'),
+       count(*) FILTER (WHERE status = 'removed' AND removed_run = $2),
+       (SELECT count(*) FROM quarantine WHERE job_id = $1 AND run = $2)
+FROM records WHERE job_id = $1;
+
+-- name: mark_removed
+-- the end of a run: records whose page it fetched (done: a 404 or 410 too) and that no page
+-- yielded in it are removed, kept with their last values
+UPDATE records SET status = 'removed', removed_run = $2
+WHERE job_id = $1 AND run < $2 AND status <> 'removed'
+  AND request_id IN (SELECT id FROM requests WHERE job_id = $1 AND run = $2 AND state = 'done');
+
+-- name: fresh_replace
+-- the end of a --fresh run: what it did not find again goes, and what it found starts its
+-- history anew
+WITH gone AS (
+    DELETE FROM records WHERE job_id = $1 AND run < $2
+), renewed AS (
+    UPDATE records SET status = 'new', previous = NULL, prev_hash = NULL, first_run = $2,
+        changed_run = $2, removed_run = NULL
+    WHERE job_id = $1 AND run = $2
+), versions AS (
+    DELETE FROM record_versions WHERE job_id = $1
+)
+DELETE FROM quarantine WHERE job_id = $1 AND run < $2;
+
+-- name: trim_versions
+-- record_history = N: the newest N older versions of each record stay (previous is the newest)
+DELETE FROM record_versions WHERE id IN (
+    SELECT id FROM (
+        SELECT id, row_number() OVER (PARTITION BY key ORDER BY replaced_run DESC, id DESC) AS n
+        FROM record_versions WHERE job_id = $1) v
+    WHERE v.n > $2);
+
+-- name: finish_run
+UPDATE runs SET state = 'finished', finished_at = $3, counters = $4::jsonb
+WHERE job_id = $1 AND run = $2 AND state = 'running';
+
+-- name: abandon_run
+UPDATE runs SET state = 'abandoned', finished_at = $3, counters = $4::jsonb
+WHERE job_id = $1 AND run = $2 AND state = 'running';
+
+-- name: insert_run
+INSERT INTO runs (job_id, run, kind, state, started_at, schedule)
+VALUES ($1, $2, $3, 'running', $4, $5);
+
+-- name: set_job_run
+UPDATE jobs SET run = $2 WHERE id = $1;
+
+-- name: requeue_due
+-- a new run revisits the job's pages that are due (revisit.is_due: no interval, due by now, a
+-- seed, or a hub: a page that found pages new in the last run); its attempts start afresh
+UPDATE requests SET state = 'queued', ready_at = $2, attempts = 0, lease_owner = NULL,
+    finished_at = NULL, dead_reason = NULL, last_error = NULL
+WHERE job_id = $1 AND state = 'done'
+  AND (due_at IS NULL OR due_at <= $2 OR depth = 0
+       OR id IN (SELECT found_by FROM requests
+                 WHERE job_id = $1 AND first_run = $3 AND found_by IS NOT NULL));
+
+-- name: drop_requests
+-- --fresh: the job's requests and their history go when its new run starts; its records and
+-- quarantine stay readable until that run finished (fresh_replace)
+WITH gone_attempts AS (
+    DELETE FROM attempts WHERE request_id IN (SELECT id FROM requests WHERE job_id = $1)
+), gone_content AS (
+    DELETE FROM content WHERE job_id = $1
+), gone_budgets AS (
+    DELETE FROM budgets WHERE job_id = $1
+), gone_sessions AS (
+    DELETE FROM sessions WHERE job_id = $1
+)
+DELETE FROM requests WHERE job_id = $1;
+
+-- name: iter_all_records
+-- export --removed: every record with its status, the removed ones too
+SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to, status, run, first_run, changed_run, removed_run, previous::text
+FROM records
+WHERE job_id = $1 AND key > $2 ORDER BY key LIMIT $3;
+
+-- name: iter_changes
+-- export --changes [--since RUN]: records new, changed or removed in a run since $2
+SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to, status, run, first_run, changed_run, removed_run, previous::text
+FROM records
+WHERE job_id = $1 AND key > $3
+  AND (changed_run >= $2 OR first_run >= $2 OR removed_run >= $2)
+ORDER BY key LIMIT $4;
+
+-- name: versions_since
+-- the oldest version of each of these records replaced in a run since $2: what it was before
+SELECT DISTINCT ON (key) key, data::text FROM record_versions
+WHERE job_id = $1 AND replaced_run >= $2 AND key = ANY($3::text[])
+ORDER BY key, replaced_run, id;
+
+-- name: list_schedules
+SELECT job, spider, every, cron, tz, anchor, overlap, next_at, queued, last_at, last_run,
+       last_note, created_at
+FROM schedules ORDER BY job;
+
+-- name: upsert_schedule
+INSERT INTO schedules (job, spider, every, cron, tz, anchor, overlap, next_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (job) DO UPDATE SET
+    spider = excluded.spider, every = excluded.every, cron = excluded.cron, tz = excluded.tz,
+    anchor = excluded.anchor, overlap = excluded.overlap, next_at = excluded.next_at,
+    queued = false;
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE job = $1;
+
+-- name: due_schedules
+-- the schedules due now (or with a run queued), locked: a scheduler elsewhere in the fleet
+-- skips them (SKIP LOCKED) and, once this transaction moved next_at on, no longer sees them due
+SELECT job, spider, every, cron, tz, anchor, overlap, next_at, queued, last_at, last_run,
+       last_note, created_at
+FROM schedules WHERE next_at <= $1 OR queued
+ORDER BY next_at
+FOR UPDATE SKIP LOCKED;
+
+-- name: schedule_ran
+UPDATE schedules SET next_at = $2, queued = $3, last_at = coalesce($4, last_at),
+    last_run = coalesce($5, last_run), last_note = $6
+WHERE job = $1;
 
 -- name: migration_0030_outbox
 -- What leaves the machine goes through an outbox in the store (see sqlite.sql for the whole

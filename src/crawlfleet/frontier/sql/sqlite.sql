@@ -312,6 +312,11 @@ VALUES (:name, :spider, :settings, :max_attempts, :now)
 ON CONFLICT (name) DO UPDATE SET
     spider = excluded.spider, settings = excluded.settings, max_attempts = excluded.max_attempts;
 
+-- name: ensure_first_run
+-- a new job's first run (a job there already keeps its runs)
+INSERT OR IGNORE INTO runs (job_id, run, kind, state, started_at)
+SELECT id, 1, 'first', 'running', :now FROM jobs WHERE name = :name AND run = 1;
+
 -- name: get_job
 SELECT id, name, spider, state, settings, created_at, max_attempts FROM jobs WHERE name = ?;
 
@@ -326,7 +331,7 @@ UPDATE jobs SET state = ? WHERE name = ?;
 SELECT coalesce(max(id), 0) FROM requests;
 
 -- name: new_requests
-SELECT id, url, domain FROM requests WHERE id > ? AND state = 'queued' ORDER BY id;
+SELECT id, url, domain, listed FROM requests WHERE id > ? AND state = 'queued' ORDER BY id;
 
 -- name: budgets_of
 SELECT kind, key, used FROM budgets
@@ -344,8 +349,10 @@ WHERE id = ?;
 -- a link its finder judged a trap: a dead row (counted, listed, replayable), never fetched
 INSERT OR IGNORE INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, headers, pool, state, dead_reason, last_error, ready_at, created_at, finished_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dead', 'trap', ?, ?, ?, ?);
+     max_attempts, headers, pool, found_by, lastmod, listed, first_run, state, dead_reason,
+     last_error, ready_at, created_at, finished_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+        (SELECT run FROM jobs WHERE id = ?1), 'dead', 'trap', ?18, ?19, ?20, ?21);
 
 -- name: trap_history
 -- every trap row inserted by this enqueue gets its one history entry
@@ -354,10 +361,13 @@ SELECT id, 0, :now, 'trap', NULL, last_error, NULL FROM requests
 WHERE id > :after AND state = 'dead' AND dead_reason = 'trap';
 
 -- name: insert_request
+-- first_run: the run that found it (a hub is a page whose links were new in the last run)
 INSERT OR IGNORE INTO requests
     (job_id, fingerprint, url, domain, priority, depth, callback, meta, method, body, fetcher,
-     max_attempts, headers, pool, state, ready_at, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?);
+     max_attempts, headers, pool, found_by, lastmod, listed, first_run, state, ready_at,
+     created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+        (SELECT run FROM jobs WHERE id = ?1), 'queued', ?18, ?19);
 
 -- name: insert_domain
 -- first writer wins; set_domain_limits changes an existing domain
@@ -559,7 +569,7 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body, fetcher,
-          attempts, max_attempts, lease_token, headers;
+          attempts, max_attempts, lease_token, headers, page;
 
 -- name: lease_take
 -- a paced lane: each lease has its own start slot and expiry
@@ -572,7 +582,7 @@ UPDATE requests SET
     lease_route = :route
 WHERE id = :id AND state = 'queued'
 RETURNING id, job_id, url, domain, priority, depth, callback, meta, method, body, fetcher,
-          attempts, max_attempts, lease_token, headers;
+          attempts, max_attempts, lease_token, headers, page;
 
 -- name: worker_seen
 INSERT INTO workers (id, started_at, last_seen) VALUES (:worker, :now, :now)
@@ -616,8 +626,12 @@ SELECT id, lease_token, job_id, domain, lease_route FROM requests
 WHERE state = 'leased' AND id IN (SELECT value FROM json_each(?));
 
 -- name: complete
-UPDATE requests SET state = 'done', status = ?, finished_at = ?, lease_owner = NULL
-WHERE id = ?;
+-- run: the run that finished it; page: its recrawl state (validators, body hash, revisit
+-- interval, last capture: the JSON the lease hands back); visit: what this fetch found
+UPDATE requests SET state = 'done', status = :status, finished_at = :now, lease_owner = NULL,
+    run = :run, page = coalesce(:page, page), due_at = :due_at, nbytes = :nbytes,
+    visit = :visit
+WHERE id = :id;
 
 -- name: fail
 -- :counted = 0 (robots.txt unreachable): the attempt the lease counted is given back
@@ -630,7 +644,8 @@ UPDATE requests SET
     status = :status,
     finished_at = CASE WHEN :retry_at IS NULL THEN :now ELSE NULL END,
     lease_owner = NULL,
-    fetcher = coalesce(:refetch, fetcher)
+    fetcher = coalesce(:refetch, fetcher),
+    run = (SELECT run FROM jobs WHERE id = requests.job_id)
 WHERE id = :id AND lease_token = :token AND state = 'leased'
 RETURNING domain, attempts, lease_route, job_id;
 
@@ -643,20 +658,68 @@ RETURNING domain, lease_route;
 INSERT INTO attempts (request_id, n, at, outcome, status, error, route) VALUES (?, ?, ?, ?, ?, ?, ?);
 
 -- name: upsert_record
--- a record key is one record: a refetch replaces it, never duplicates it
+-- A record key is one record: a refetch replaces it, never duplicates it. Its status in the
+-- run (?12) compares it with the version of the last run that saw it: the first write in a
+-- run (records.run < ?12) compares with the stored version, a later one in the same run with
+-- the run's base (previous once the run changed it, the stored version while unchanged). A
+-- record back after its removal is new again. "same": equal hashes (or, for a row stored
+-- before hashes, equal data).
 INSERT INTO records (job_id, key, data, url, fetched_at, warc_file, warc_record_id,
-                     warc_refers_to_file, warc_refers_to, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     warc_refers_to_file, warc_refers_to, hash, request_id, run, updated_at,
+                     first_run, changed_run, status)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?12, ?12, 'new')
 ON CONFLICT (job_id, key) DO UPDATE SET
-    data = excluded.data, url = excluded.url, fetched_at = excluded.fetched_at,
+    status = CASE
+        WHEN records.run < excluded.run AND records.status = 'removed' THEN 'new'
+        WHEN records.run < excluded.run
+             AND (records.hash = excluded.hash
+                  OR (records.hash IS NULL AND records.data = excluded.data)) THEN 'unchanged'
+        WHEN records.run < excluded.run THEN 'changed'
+        WHEN records.status = 'new' THEN 'new'
+        WHEN records.status = 'unchanged'
+             AND (records.hash = excluded.hash
+                  OR (records.hash IS NULL AND records.data = excluded.data)) THEN 'unchanged'
+        WHEN records.status = 'unchanged' THEN 'changed'
+        WHEN records.prev_hash = excluded.hash THEN 'unchanged'
+        ELSE 'changed' END,
+    previous = CASE WHEN (records.run < excluded.run OR records.status = 'unchanged')
+                         AND (records.status = 'removed'
+                              OR NOT (records.hash IS excluded.hash
+                                      OR (records.hash IS NULL AND records.data = excluded.data)))
+                    THEN records.data ELSE records.previous END,
+    prev_hash = CASE WHEN (records.run < excluded.run OR records.status = 'unchanged')
+                          AND (records.status = 'removed'
+                               OR NOT (records.hash IS excluded.hash
+                                       OR (records.hash IS NULL AND records.data = excluded.data)))
+                     THEN records.hash ELSE records.prev_hash END,
+    changed_run = CASE WHEN (records.run < excluded.run OR records.status = 'unchanged')
+                            AND (records.status = 'removed'
+                                 OR NOT (records.hash IS excluded.hash
+                                         OR (records.hash IS NULL
+                                             AND records.data = excluded.data)))
+                       THEN excluded.run ELSE records.changed_run END,
+    first_run = CASE WHEN records.status = 'removed' THEN excluded.run
+                     ELSE records.first_run END,
+    removed_run = NULL,
+    run = excluded.run,
+    data = excluded.data, hash = excluded.hash, url = excluded.url,
+    fetched_at = excluded.fetched_at, request_id = excluded.request_id,
     warc_file = excluded.warc_file, warc_record_id = excluded.warc_record_id,
     warc_refers_to_file = excluded.warc_refers_to_file, warc_refers_to = excluded.warc_refers_to,
     updated_at = excluded.updated_at;
 
+-- name: keep_version
+-- record_history > 1: the version a write is about to replace goes to record_versions first
+-- (only a first write of the run that changes the record: what the run compares with)
+INSERT INTO record_versions (job_id, key, replaced_run, data)
+SELECT job_id, key, ?3, data FROM records
+WHERE job_id = ?1 AND key = ?2 AND run < ?3 AND status <> 'removed'
+  AND NOT (hash IS ?4);
+
 -- name: insert_quarantine
 INSERT INTO quarantine (job_id, url, data, errors, fetched_at, warc_file, warc_record_id,
-                        warc_refers_to_file, warc_refers_to)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+                        warc_refers_to_file, warc_refers_to, run)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, (SELECT run FROM jobs WHERE id = ?1));
 
 -- name: insert_content
 INSERT OR IGNORE INTO content (job_id, hash, request_id) VALUES (?, ?, ?);
@@ -700,7 +763,7 @@ WHERE job_id = ? AND state = 'dead' AND dead_reason = 'trap'
 GROUP BY domain;
 
 -- name: count_records
-SELECT (SELECT count(*) FROM records WHERE job_id = :job_id),
+SELECT (SELECT count(*) FROM records WHERE job_id = :job_id AND status <> 'removed'),
        (SELECT count(*) FROM quarantine WHERE job_id = :job_id);
 
 -- name: unfinished
@@ -709,7 +772,7 @@ SELECT 1 FROM requests WHERE job_id = ? AND state IN ('queued', 'leased') LIMIT 
 -- name: iter_records
 SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file, warc_refers_to
 FROM records
-WHERE job_id = ? AND key > ? ORDER BY key LIMIT ?;
+WHERE job_id = ? AND key > ? AND status <> 'removed' ORDER BY key LIMIT ?;
 
 -- name: iter_quarantine
 SELECT id, data, errors, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
@@ -760,6 +823,8 @@ DELETE FROM sessions WHERE job_id = :job_id;
 DELETE FROM run_profiles WHERE job_id = :job_id;
 DELETE FROM sink_progress WHERE job_id = :job_id;
 DELETE FROM requests WHERE job_id = :job_id;
+DELETE FROM runs WHERE job_id = :job_id;
+DELETE FROM record_versions WHERE job_id = :job_id;
 DELETE FROM jobs WHERE id = :job_id;
 
 -- name: job_activity
@@ -783,7 +848,7 @@ SELECT updated_at, key, data, url, fetched_at, warc_file, warc_record_id, warc_r
        warc_refers_to
 FROM records
 WHERE job_id = ?1 AND updated_at >= ?2
-  AND (updated_at > ?2 OR (?3 IS NOT NULL AND key > ?3))
+  AND (updated_at > ?2 OR (?3 IS NOT NULL AND key > ?3)) AND status <> 'removed'
 ORDER BY updated_at, key
 LIMIT ?4;
 
@@ -888,6 +953,255 @@ ALTER TABLE lanes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
 -- it has none (without reading the domain's other requests)
 CREATE INDEX requests_pinned ON requests (domain, priority DESC, id)
     WHERE state = 'queued' AND pool IS NOT NULL;
+
+-- name: migration_0020_runs
+-- Schema version 20: recurring crawls. A job has runs (run 1 its first crawl; crawl --recrawl,
+-- a schedule or --fresh start the next); jobs.run is the current one. A run's counters are read
+-- from the rows it touched while it goes, and kept in its row once it finished.
+-- Requests: the run that last finished it (run), the run that found it and the page that did
+-- (first_run, found_by: a hub is a page whose links were new in the last run), its recrawl
+-- state as the worker keeps it (page: validators, body hash, revisit interval, last capture),
+-- when it is due again (due_at: NULL revisits it every run), what its last visit found (visit:
+-- new, changed, unchanged, not_modified), the bytes of that fetch, and what a sitemap said of
+-- it (listed: a sitemap lists it, outside the URL-shape budget; lastmod).
+-- Records: their status in the latest run that touched them (new, changed, unchanged, removed),
+-- the run that last wrote them (run), that first had them, that last changed them, that removed
+-- them; the hash of their fields; the version before the last change (previous); the request
+-- whose page yields them (request_id). Older versions go to record_versions when the job keeps
+-- more than one (record_history).
+ALTER TABLE jobs ADD COLUMN run INTEGER NOT NULL DEFAULT 1;
+CREATE TABLE runs (
+    job_id            INTEGER NOT NULL,
+    run               INTEGER NOT NULL,
+    kind              TEXT NOT NULL,
+    state             TEXT NOT NULL DEFAULT 'running',
+    started_at        REAL NOT NULL,
+    finished_at       REAL,
+    schedule          TEXT,
+    counters          TEXT,
+    PRIMARY KEY (job_id, run)
+) WITHOUT ROWID;
+INSERT INTO runs (job_id, run, kind, state, started_at) SELECT id, 1, 'first', 'running', created_at FROM jobs;
+ALTER TABLE requests ADD COLUMN run INTEGER;
+ALTER TABLE requests ADD COLUMN first_run INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE requests ADD COLUMN found_by INTEGER;
+ALTER TABLE requests ADD COLUMN page TEXT;
+ALTER TABLE requests ADD COLUMN due_at REAL;
+ALTER TABLE requests ADD COLUMN visit TEXT;
+ALTER TABLE requests ADD COLUMN nbytes INTEGER;
+ALTER TABLE requests ADD COLUMN listed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE requests ADD COLUMN lastmod REAL;
+UPDATE requests SET run = 1 WHERE state IN ('done', 'dead');
+ALTER TABLE records ADD COLUMN hash BLOB;
+ALTER TABLE records ADD COLUMN status TEXT NOT NULL DEFAULT 'new';
+ALTER TABLE records ADD COLUMN run INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE records ADD COLUMN first_run INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE records ADD COLUMN changed_run INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE records ADD COLUMN removed_run INTEGER;
+ALTER TABLE records ADD COLUMN previous TEXT;
+ALTER TABLE records ADD COLUMN prev_hash BLOB;
+ALTER TABLE records ADD COLUMN request_id INTEGER;
+-- a 304 carries its page's records over; a run's end finds the records its pages no longer yield
+CREATE INDEX records_request ON records (job_id, request_id);
+ALTER TABLE quarantine ADD COLUMN run INTEGER NOT NULL DEFAULT 1;
+CREATE TABLE record_versions (
+    id           INTEGER PRIMARY KEY,
+    job_id       INTEGER NOT NULL,
+    key          TEXT NOT NULL,
+    replaced_run INTEGER NOT NULL,
+    data         TEXT NOT NULL
+);
+CREATE INDEX record_versions_key ON record_versions (job_id, key, replaced_run);
+
+-- name: migration_0021_schedules
+-- Schema version 21: schedules, one per job (by name), in the store so a fleet has one. next_at
+-- is when the next run is due; whoever runs with the store starts it and moves next_at on in
+-- the same transaction (exactly once). queued: a due run waits for the last one to finish
+-- (overlap = queue).
+CREATE TABLE schedules (
+    job        TEXT PRIMARY KEY,
+    spider     TEXT NOT NULL,
+    every      REAL,
+    cron       TEXT,
+    tz         TEXT NOT NULL DEFAULT 'UTC',
+    anchor     REAL NOT NULL,
+    overlap    TEXT NOT NULL DEFAULT 'skip',
+    next_at    REAL NOT NULL,
+    queued     INTEGER NOT NULL DEFAULT 0,
+    last_at    REAL,
+    last_run   INTEGER,
+    last_note  TEXT,
+    created_at REAL NOT NULL
+) WITHOUT ROWID;
+
+-- name: job_runs
+SELECT id, run FROM jobs;
+
+-- name: carry_records
+-- a page that did not change (a 304, or the same body when the spider skips those): its records
+-- are carried over into the run, unchanged (their update time stays: nothing new was stored)
+UPDATE records SET run = :run, status = 'unchanged'
+WHERE job_id = :job_id AND request_id = :id AND run < :run AND status <> 'removed';
+
+-- name: run_of_job
+SELECT run FROM jobs WHERE id = ?;
+
+-- name: relist
+-- a page a sitemap lists again with a newer lastmod: revisited in this run, due or not
+UPDATE requests SET
+    lastmod = :lastmod, listed = 1,
+    state = CASE WHEN state = 'done' AND coalesce(run, 0) < :run THEN 'queued' ELSE state END,
+    ready_at = CASE WHEN state = 'done' AND coalesce(run, 0) < :run THEN :now ELSE ready_at END,
+    attempts = CASE WHEN state = 'done' AND coalesce(run, 0) < :run THEN 0 ELSE attempts END
+WHERE job_id = :job_id AND fingerprint = :fingerprint AND (lastmod IS NULL OR lastmod < :lastmod);
+
+-- name: current_run
+SELECT r.job_id, j.name, r.run, r.kind, r.state, r.started_at, r.finished_at, r.schedule,
+       r.counters
+FROM runs r JOIN jobs j ON j.id = r.job_id
+WHERE r.job_id = ? AND r.run = j.run;
+
+-- name: runs_of
+SELECT r.job_id, j.name, r.run, r.kind, r.state, r.started_at, r.finished_at, r.schedule,
+       r.counters
+FROM runs r JOIN jobs j ON j.id = r.job_id
+WHERE r.job_id = ? ORDER BY r.run DESC LIMIT ?;
+
+-- name: running_runs
+SELECT j.id, j.name, j.run, r.kind FROM jobs j JOIN runs r ON r.job_id = j.id AND r.run = j.run
+WHERE r.state = 'running';
+
+-- name: run_pages
+-- what a run did to the requests (its pages, by what their visit found)
+SELECT sum(state = 'done'),
+       sum(state = 'done' AND visit = 'not_modified'),
+       sum(state = 'done' AND visit = 'unchanged'),
+       sum(state = 'done' AND visit = 'changed'),
+       sum(state = 'done' AND visit = 'new'),
+       sum(state = 'done' AND status >= 400),
+       sum(state = 'dead'),
+       sum(CASE WHEN state = 'done' THEN coalesce(nbytes, 0) ELSE 0 END)
+FROM requests WHERE job_id = :job_id AND run = :run;
+
+-- name: run_records
+SELECT sum(run = :run AND status = 'new'),
+       sum(run = :run AND status = 'changed'),
+       sum(run = :run AND status = 'unchanged'),
+       sum(status = 'removed' AND removed_run = :run),
+       (SELECT count(*) FROM quarantine WHERE job_id = :job_id AND run = :run)
+FROM records WHERE job_id = :job_id;
+
+-- name: mark_removed
+-- the end of a run: records whose page it fetched (done: a 404 or 410 too) and that no page
+-- yielded in it are removed, kept with their last values
+UPDATE records SET status = 'removed', removed_run = :run
+WHERE job_id = :job_id AND run < :run AND status <> 'removed'
+  AND request_id IN (SELECT id FROM requests WHERE job_id = :job_id AND run = :run
+                                                 AND state = 'done');
+
+-- name: fresh_replace
+-- the end of a --fresh run: what it did not find again goes, and what it found starts its
+-- history anew
+DELETE FROM records WHERE job_id = :job_id AND run < :run;
+UPDATE records SET status = 'new', previous = NULL, prev_hash = NULL, first_run = :run,
+    changed_run = :run, removed_run = NULL
+WHERE job_id = :job_id;
+DELETE FROM record_versions WHERE job_id = :job_id;
+DELETE FROM quarantine WHERE job_id = :job_id AND run < :run;
+
+-- name: trim_versions
+-- record_history = N: the newest N older versions of each record stay (previous is the newest)
+DELETE FROM record_versions WHERE id IN (
+    SELECT id FROM (
+        SELECT id, row_number() OVER (PARTITION BY key ORDER BY replaced_run DESC, id DESC) AS n
+        FROM record_versions WHERE job_id = :job_id)
+    WHERE n > :keep);
+
+-- name: finish_run
+UPDATE runs SET state = 'finished', finished_at = :now, counters = :counters
+WHERE job_id = :job_id AND run = :run AND state = 'running';
+
+-- name: abandon_run
+UPDATE runs SET state = 'abandoned', finished_at = :now, counters = :counters
+WHERE job_id = :job_id AND run = :run AND state = 'running';
+
+-- name: insert_run
+INSERT INTO runs (job_id, run, kind, state, started_at, schedule)
+VALUES (:job_id, :run, :kind, 'running', :now, :schedule);
+
+-- name: set_job_run
+UPDATE jobs SET run = :run WHERE id = :job_id;
+
+-- name: requeue_due
+-- a new run revisits the job's pages that are due (revisit.is_due: no interval, due by now, a
+-- seed, or a hub: a page that found pages new in the last run); its attempts start afresh
+UPDATE requests SET state = 'queued', ready_at = :now, attempts = 0, lease_owner = NULL,
+    finished_at = NULL, dead_reason = NULL, last_error = NULL
+WHERE job_id = :job_id AND state = 'done'
+  AND (due_at IS NULL OR due_at <= :now OR depth = 0
+       OR id IN (SELECT found_by FROM requests
+                 WHERE job_id = :job_id AND first_run = :last AND found_by IS NOT NULL));
+
+-- name: drop_requests
+-- --fresh: the job's requests and their history go when its new run starts; its records and
+-- quarantine stay readable until that run finished (fresh_replace)
+DELETE FROM attempts WHERE request_id IN (SELECT id FROM requests WHERE job_id = :job_id);
+DELETE FROM content WHERE job_id = :job_id;
+DELETE FROM budgets WHERE job_id = :job_id;
+DELETE FROM sessions WHERE job_id = :job_id;
+DELETE FROM requests WHERE job_id = :job_id;
+
+-- name: iter_all_records
+-- export --removed: every record with its status, the removed ones too
+SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to, status, run, first_run, changed_run, removed_run, previous
+FROM records
+WHERE job_id = ? AND key > ? ORDER BY key LIMIT ?;
+
+-- name: iter_changes
+-- export --changes [--since RUN]: records new, changed or removed in a run since :since
+SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to, status, run, first_run, changed_run, removed_run, previous
+FROM records
+WHERE job_id = :job_id AND key > :after
+  AND (changed_run >= :since OR first_run >= :since OR removed_run >= :since)
+ORDER BY key LIMIT :limit;
+
+-- name: versions_since
+-- the oldest version of each of these records replaced in a run since :since: what it was
+-- before those runs
+SELECT key, data FROM (
+    SELECT key, data, row_number() OVER (PARTITION BY key ORDER BY replaced_run, id) AS n
+    FROM record_versions
+    WHERE job_id = :job_id AND replaced_run >= :since
+      AND key IN (SELECT value FROM json_each(:keys)))
+WHERE n = 1;
+
+-- name: list_schedules
+SELECT job, spider, every, cron, tz, anchor, overlap, next_at, queued, last_at, last_run,
+       last_note, created_at
+FROM schedules ORDER BY job;
+
+-- name: upsert_schedule
+INSERT INTO schedules (job, spider, every, cron, tz, anchor, overlap, next_at, created_at)
+VALUES (:job, :spider, :every, :cron, :tz, :anchor, :overlap, :next_at, :now)
+ON CONFLICT (job) DO UPDATE SET
+    spider = excluded.spider, every = excluded.every, cron = excluded.cron, tz = excluded.tz,
+    anchor = excluded.anchor, overlap = excluded.overlap, next_at = excluded.next_at,
+    queued = 0;
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE job = ?;
+
+-- name: due_schedules
+SELECT job, spider, every, cron, tz, anchor, overlap, next_at, queued, last_at, last_run,
+       last_note, created_at
+FROM schedules WHERE next_at <= :now OR queued = 1 ORDER BY next_at;
+
+-- name: schedule_ran
+UPDATE schedules SET next_at = :next_at, queued = :queued, last_at = coalesce(:last_at, last_at),
+    last_run = coalesce(:last_run, last_run), last_note = :note
+WHERE job = :job;
 
 -- name: migration_0030_outbox
 -- Schema version 30: what leaves the machine goes through an outbox in the store. An event

@@ -23,6 +23,7 @@ from crawlfleet.frontier.sqlite.connection import (
 )
 from crawlfleet.frontier.sqlite.outbox import SQLiteOutbox
 from crawlfleet.frontier.sqlite.queue import SQLiteQueue
+from crawlfleet.frontier.sqlite.runs import SQLiteRuns
 from crawlfleet.model import (
     DeadReason,
     DomainLimits,
@@ -33,7 +34,7 @@ from crawlfleet.model import (
 )
 
 
-class SQLiteFrontier(SQLiteQueue, SQLiteOutbox, SqlInsights):
+class SQLiteFrontier(SQLiteQueue, SQLiteRuns, SQLiteOutbox, SqlInsights):
     """The frontier contract on one SQLite file (``sqlite:///path/queue.db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -50,6 +51,7 @@ class SQLiteFrontier(SQLiteQueue, SQLiteOutbox, SqlInsights):
 
         def tx(db: sqlite3.Connection) -> None:
             db.execute(Q["submit_job"], args)
+            db.execute(Q["ensure_first_run"], {"name": spec.name, "now": args["now"]})
             db.executemany(Q["upsert_route"], [(r.id, r.pool, r.tier, r.cost) for r in spec.routes])
             for domain, limits in spec.domain_limits.items():
                 self._upsert_domain(db, domain, limits)

@@ -29,6 +29,7 @@ from crawlfleet.frontier.jobs import JobDefaults
 from crawlfleet.frontier.ports import (
     WorkerStats,
 )
+from crawlfleet.frontier.runs import completion_values
 from crawlfleet.frontier.sqlite.connection import (
     POLL_EVERY,
     Q,
@@ -69,10 +70,12 @@ class SQLiteQueue(SQLiteConnection):
         after_id = db.execute(Q["last_request_id"]).fetchone()[0]
         domains: set[str] = set()
         pins: dict[str, set[str]] = {}
-        rows, traps = [], []
+        rows, traps, relisted = [], [], []
         for r in requests:
             row = (job_id, *request_values(r, defaults))
             if r.trap is None:
+                if r.lastmod is not None:
+                    relisted.append(r)
                 domains.add(r.domain)
                 if r.pool:
                     pins.setdefault(r.domain, set()).update(r.pool)
@@ -83,13 +86,15 @@ class SQLiteQueue(SQLiteConnection):
         every_row_new = db.total_changes - before == len(rows)
         db.executemany(Q["insert_trap"], traps)
         added = db.total_changes - before
-        if added:
+        if relisted and not every_row_new:
+            self._relist(db, job_id, relisted, now)
+        if added or db.total_changes - before > added:
             db.execute(Q["work_changed"])
         if defaults.budgeted:
             # every row new (a discovery-heavy page): their ids follow the last one in order
             # (the write lock is ours), no need to read them back
             new = (
-                [(after_id + 1 + i, r[2], r[3]) for i, r in enumerate(rows)]
+                [(after_id + 1 + i, r[2], r[3], r[16]) for i, r in enumerate(rows)]
                 if every_row_new
                 else None
             )
@@ -115,21 +120,42 @@ class SQLiteQueue(SQLiteConnection):
         return added
 
     @staticmethod
+    def _relist(
+        db: sqlite3.Connection, job_id: int, requests: list[NewRequest], now: float
+    ) -> None:
+        """Requests a sitemap lists again with a newer ``lastmod``: revisited in this run."""
+        (run,) = db.execute(Q["run_of_job"], (job_id,)).fetchone()
+        db.executemany(
+            Q["relist"],
+            [
+                {
+                    "lastmod": r.lastmod,
+                    "run": run,
+                    "now": now,
+                    "job_id": job_id,
+                    "fingerprint": r.fingerprint,
+                }
+                for r in requests
+            ],
+        )
+
+    @staticmethod
     def _budget(
         db: sqlite3.Connection,
         job_id: int,
         defaults: JobDefaults,
         after_id: int,
         now: float,
-        new: list[tuple[int, str, str]] | None = None,
+        new: list[tuple[int, str, str, int]] | None = None,
     ) -> None:
-        """Turn the new requests (``(id, url, domain)`` after ``after_id``, read back unless
-        given) over their host or pattern budget into dead(trap) rows."""
+        """Turn the new requests (``(id, url, domain, listed)`` after ``after_id``, read back
+        unless given) over their host or pattern budget into dead(trap) rows. A page a sitemap
+        lists is the site's inventory: no URL-shape budget cuts it."""
         if new is None:
             new = db.execute(Q["new_requests"], (after_id,)).fetchall()
         if not new:
             return
-        keys_of = [budget_keys(url, domain, defaults.traps) for _, url, domain in new]
+        keys_of = [budget_keys(u, d, defaults.traps, listed) for _, u, d, listed in new]
         keys: dict[str, set[str]] = {}
         for row_keys in keys_of:
             for kind, key in row_keys:
@@ -139,7 +165,7 @@ class SQLiteQueue(SQLiteConnection):
             for k, ks in keys.items()
             for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, store_json(sorted(ks))))
         }
-        trapped, counts = over_budget(new, used, defaults.traps, keys_of)
+        trapped, counts = over_budget([r[:3] for r in new], used, defaults.traps, keys_of)
         db.executemany(
             Q["trap_request"], [(f"trap: {why}", now, rid) for rid, why in trapped.items()]
         )
@@ -305,21 +331,26 @@ class SQLiteQueue(SQLiteConnection):
         }
         page_types = []
         done = []
+        carried = []
+        runs = dict(db.execute(Q["job_runs"]).fetchall())
         events: dict[tuple[str, str], list[pace.Event]] = {}
         for c in items:
             h = held.get(c.lease.id)
             if h is None or h[0] != c.lease.token or c.lease.id in accepted:
                 continue  # fenced: the lease was lost, nothing this holder sent is written
             _, job_id, lane = h
+            run = runs.get(job_id, 1)
             accepted.add(c.lease.id)
             if c.page_type is not None:
                 page_types.append((job_id, lane[0], *c.page_type, now))
-            done.append((c.status, now, c.lease.id))
+            done.append(completion_values(c, now, run))
+            if c.carry:
+                carried.append({"run": run, "job_id": job_id, "id": c.lease.id})
             freed[lane] += 1
             events.setdefault(lane, []).append(pace.event_of_completion(c))
             for r in c.records:
                 try:
-                    records.append((job_id, r.key, *record_values(r), now))
+                    records.append((job_id, r.key, *record_values(r), c.lease.id, run, now))
                     stored.append(r)
                 except Unstorable as exc:  # one bad record is quarantined, never the batch
                     quarantined.append(quarantine_values(job_id, refused_record(r, exc)))
@@ -329,6 +360,8 @@ class SQLiteQueue(SQLiteConnection):
             if c.discovered:
                 discovered.setdefault(job_id, []).extend(c.discovered)
         db.executemany(Q["complete"], done)
+        db.executemany(Q["carry_records"], carried)
+        self._keep_versions(db, records)
         self._upsert_records(db, records, stored, quarantined)
         db.executemany(Q["insert_quarantine"], quarantined)
         db.executemany(Q["insert_content"], contents)
@@ -340,6 +373,16 @@ class SQLiteQueue(SQLiteConnection):
         if accepted:
             db.execute(Q["work_changed"])
         return accepted
+
+    def _keep_versions(self, db: sqlite3.Connection, records: list[tuple[Any, ...]]) -> None:
+        """Jobs that keep more than one version of a record (``record_history``): the versions
+        this batch replaces go to record_versions first."""
+        keep = [
+            (r[0], r[1], r[11], r[9])
+            for r in records
+            if (d := self._job_defaults.get(r[0])) is not None and d.record_history > 1
+        ]
+        db.executemany(Q["keep_version"], keep)
 
     @staticmethod
     def _upsert_records(

@@ -1,7 +1,7 @@
 """One attempt at a leased request, through its steps, to a verdict for the store::
 
-    pace slot → robots gate → fetch → snapshot → classify → parse → escalate → verdict
-    (→ errback, when the verdict is a dead letter)
+    pace slot → robots gate → fetch → not modified → snapshot → classify → parse → escalate
+    → verdict (→ errback, when the verdict is a dead letter)
 
 An :class:`Attempt` (``state.py``) is the value that travels: the lease, its job, route and
 session, what came back, its WARC record. Each step is a small object (a module each, listed
@@ -32,6 +32,7 @@ from crawlfleet.worker.attempt.errback import Errback
 from crawlfleet.worker.attempt.escalate import Escalate
 from crawlfleet.worker.attempt.fetch import Fetch
 from crawlfleet.worker.attempt.gate import RobotsGate
+from crawlfleet.worker.attempt.not_modified import NotModified
 from crawlfleet.worker.attempt.pace import PaceSlot, slot_start
 from crawlfleet.worker.attempt.parse import Parse
 from crawlfleet.worker.attempt.snapshot import Snapshot
@@ -80,6 +81,7 @@ class Pipeline:
             PaceSlot(clock),
             RobotsGate(self.verdicts, clock),
             Fetch(self.verdicts, clock, identities),
+            NotModified(self.verdicts, clock),
             Snapshot(clock),
             Classify(self.verdicts, escalate, clock),
             Parse(self.verdicts, self.offloop, clock),

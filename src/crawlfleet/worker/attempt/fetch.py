@@ -16,6 +16,7 @@ from crawlfleet.routes.pools import DIRECT
 from crawlfleet.urls import host_of, in_scope, origin_of
 from crawlfleet.worker.attempt.state import Attempt, Verdict
 from crawlfleet.worker.attempt.verdict import Verdicts
+from crawlfleet.worker.revisit import conditional_headers
 
 __all__ = ["UNKNOWN_ROUTE_WAIT", "Fetch"]
 
@@ -55,7 +56,7 @@ class Fetch:
             lease.url,
             method=lease.method,
             body=lease.body,
-            headers=_with_authorization(lease.headers, authorization),
+            headers=_with_authorization(conditional_headers(lease, lease.headers), authorization),
             check_hop=_hop_check(a),
         )
         if a.fetcher.kind == "browser":

@@ -9,14 +9,15 @@ from collections.abc import Callable
 
 from crawlfleet.data.captures import Provenance
 from crawlfleet.data.warc import Capture
-from crawlfleet.errors import ParseError, TooComplex, TooManyItems
-from crawlfleet.model import DeadReason, Outcome
+from crawlfleet.errors import ParseError, SitemapError, TooComplex, TooManyItems
+from crawlfleet.model import DeadReason, Outcome, Visit
 from crawlfleet.urls import mask_credentials
 from crawlfleet.worker.attempt.page import response_of
 from crawlfleet.worker.attempt.state import Attempt, Verdict
 from crawlfleet.worker.attempt.verdict import Verdicts
 from crawlfleet.worker.extract import PageOutput
 from crawlfleet.worker.offloop import OffLoop
+from crawlfleet.worker.revisit import visit_of
 
 __all__ = ["Parse"]
 
@@ -46,6 +47,11 @@ class Parse:
             )
         elif rt.spider_cls.skip_duplicate_content and rt.captures.parsed(a.digest):
             return self.verdicts.completion(a)  # the spider's own opt-in, never a default
+        status = a.result.status if a.result is not None else 0
+        if rt.spider_cls.skip_unchanged_content and (
+            visit_of(a.lease, status, a.digest) is Visit.UNCHANGED
+        ):
+            return self.verdicts.completion(a, carry=True)  # its records of the last run stay
         response, robots, lease = response_of(a), a.job.robots, a.lease
         fetched_at = self.clock()
         cookiejar, form_cookiejar = a.named_session(), _form_cookiejar(a)
@@ -62,6 +68,7 @@ class Parse:
                 cookiejar=cookiejar,
                 form_cookiejar=form_cookiejar,
                 deadline=deadline,
+                found_by=lease.id,
             )
 
         fail = self.verdicts.fail
@@ -73,6 +80,10 @@ class Parse:
         except TooManyItems as exc:
             dead = DeadReason.TOO_MANY_ITEMS
             return fail(a, Outcome.PERMANENT_ERROR, f"too many items: {exc}", dead=dead)
+        except SitemapError as exc:
+            log.warning("%s is not a sitemap: %s", mask_credentials(lease.url), exc)
+            dead = DeadReason.BAD_SITEMAP
+            return fail(a, Outcome.PERMANENT_ERROR, f"SitemapError: {exc}", dead=dead)
         except ParseError as exc:
             dead = DeadReason.PARSE_ERROR
             return fail(a, Outcome.PERMANENT_ERROR, f"parse error: {exc}", dead=dead)

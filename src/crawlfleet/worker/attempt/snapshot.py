@@ -10,7 +10,7 @@ from crawlfleet.data.warc import mask_form_secrets
 from crawlfleet.model import Lease
 from crawlfleet.worker.attempt.state import Attempt, Verdict
 
-__all__ = ["Snapshot", "mark_block"]
+__all__ = ["Snapshot", "archived_body", "mark_block"]
 
 
 class Snapshot:
@@ -33,7 +33,7 @@ class Snapshot:
             body=result.body,
             fetched_at=self.clock(),
             ip=result.remote_ip,
-            request_body=_archived_body(a.lease),
+            request_body=archived_body(a.lease),
             revisit_of=a.earlier,
             payload_sha1=a.digest,
         )
@@ -62,7 +62,7 @@ def mark_block(a: Attempt, now: float) -> None:
     )
 
 
-def _archived_body(lease: Lease) -> bytes | None:
+def archived_body(lease: Lease) -> bytes | None:
     """The request body as archived: a form's password masked. The request's own Content-Type
     says whether it is a form (the final hop of a redirected POST sent none)."""
     if not lease.body:

@@ -12,11 +12,13 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from crawlfleet.data.warc import Capture
 from crawlfleet.errors import ProxyError
 from crawlfleet.events import AttemptEvent
 from crawlfleet.model import Completion, DeadReason, Failure, Outcome
 from crawlfleet.policy.retry import RetryDecision, decide
 from crawlfleet.worker.attempt.state import Attempt, GiveBack, Verdict
+from crawlfleet.worker.revisit import page_after, revisit_rule, visit_of
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -39,9 +41,26 @@ class Verdicts:
         self.rng = rng
         self._free_blocks: dict[int, int] = {}
 
-    def completion(self, a: Attempt) -> Completion:
+    def completion(self, a: Attempt, *, carry: bool = False) -> Completion:
+        """The attempt's completion, with what the page keeps for the next run (validators,
+        body hash, revisit interval, last capture) and what this visit found; ``carry``: the
+        page was not parsed, its records of the last run are carried over."""
         result, out = a.result, a.output
         assert result is not None
+        visit = visit_of(a.lease, result.status, a.digest)
+        capture = a.earlier
+        if a.warc is not None and not a.warc.revisit:
+            ref = a.warc
+            capture = Capture(a.job.raw.locate(ref.file), ref.record_id, ref.target_uri, ref.date)
+        page, interval = page_after(
+            a.lease,
+            visit,
+            status=result.status,
+            headers=result.header_map,
+            digest=a.digest,
+            rule=revisit_rule(a.job.runtime.spider_cls, a.lease.callback),
+            capture=capture,
+        )
         return Completion(
             a.lease.ref,
             result.status,
@@ -53,6 +72,10 @@ class Verdicts:
             nbytes=len(result.body),
             started_at=a.started_at,
             page_type=a.learnt,
+            page=page,
+            visit=visit,
+            carry=carry,
+            revisit=interval,
         )
 
     def fail(
