@@ -203,7 +203,7 @@ async def test_profile_counts__the_stores_sql_is_the_profiles_definition(
         QuarantineRow({}, [{"type": "missing", "loc": ["price"]}], "http://a.test/q", 1.0),
     ]
     await frontier.complete([Completion(lease.ref, 200, records=rows, quarantined=quarantined)])
-    records, quar, reasons, stats = await frontier.profile_counts("j")
+    records, quar, reasons, stats = await frontier.profile_counts("j", 1)
     assert (records, quar) == (6, 3)
     assert reasons == {"string_type": 1, "missing": 2}
     expected = field_stats(RECORDS)
@@ -211,12 +211,12 @@ async def test_profile_counts__the_stores_sql_is_the_profiles_definition(
     for name in expected:
         assert stats[name] == pytest.approx(expected[name]) or stats[name] == expected[name], name
 
-    missing = await frontier.records_missing("j", "rating", limit=10)
+    missing = await frontier.records_missing("j", 1, "rating", limit=10)
     assert [r.key for r in missing] == ["a", "b", "f"]
     assert missing[0].url == "http://a.test/a" and missing[0].warc_record_id == "<urn:a>"
-    assert [r.key for r in await frontier.records_missing("j", "note")] == ["a", "b", "c", "d", "f"]
-    assert [r.key for r in await frontier.records_missing("j", "sku", limit=2)] == []
-    assert [r.key for r in await frontier.records_missing("j", "tags", 2)] == ["b", "c"]
+    assert [r.key for r in await frontier.records_missing("j", 1, "note")] == ["a", "b", "c", "d", "f"]
+    assert [r.key for r in await frontier.records_missing("j", 1, "sku", limit=2)] == []
+    assert [r.key for r in await frontier.records_missing("j", 1, "tags", 2)] == ["b", "c"]
 
 
 async def test_profile_median_of_an_even_and_an_odd_count(frontier: Frontier) -> None:
@@ -229,7 +229,7 @@ async def test_profile_median_of_an_even_and_an_odd_count(frontier: Frontier) ->
             for v in values
         ]
         await frontier.complete([Completion(lease.ref, 200, records=rows)])
-    _, _, _, stats = await frontier.profile_counts("j")
+    _, _, _, stats = await frontier.profile_counts("j", 1)
     assert (stats["n"].minimum, stats["n"].median, stats["n"].maximum) == (1.0, 3.0, 10.0)
     assert (stats["m"].numbers, stats["m"].median) == (1, 10.0)
 

@@ -27,6 +27,8 @@ from crawlfleet.control.state import ControlState
 from crawlfleet.errors import StoreError
 from crawlfleet.frontier.ports import Jobs
 from crawlfleet.frontier.upkeep import UPKEEP_EVERY
+from crawlfleet.notify.destinations import destinations
+from crawlfleet.notify.keeper import QualityKeeper
 
 __all__ = ["keep_runs", "make_app", "run", "start_metrics_server"]
 
@@ -63,7 +65,12 @@ def make_app(
             await task
 
     async def scheduler(_: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(keep_runs(state.store), name="scheduler")
+        closing = (
+            QualityKeeper(state.store, state.settings, destinations(state.settings))
+            if keep_quality
+            else None
+        )
+        task = asyncio.create_task(keep_runs(state.store, closing=closing), name="scheduler")
         yield
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -76,12 +83,17 @@ def make_app(
     return app
 
 
-async def keep_runs(store: Jobs, every: float = UPKEEP_EVERY) -> None:
+async def keep_runs(
+    store: Jobs, every: float = UPKEEP_EVERY, *, closing: QualityKeeper | None = None
+) -> None:
     """What ``serve`` does for the runs, as every worker does: end the runs whose jobs have
-    nothing left, and start the due runs of the schedules (each once across the fleet)."""
+    nothing left (and close their quality with ``closing``, before a schedule can start the
+    next), and start the due runs of the schedules (each once across the fleet)."""
     while True:
         try:
-            await store.finish_runs()
+            ended = await store.finish_runs()
+            if ended and closing is not None:
+                await closing.close_runs(ended)
             await store.start_due_runs()
         except StoreError as exc:
             log.debug("runs and schedules skipped: %s", exc)

@@ -600,22 +600,31 @@ class Insights(Protocol):
         ...
 
     async def profile_counts(
-        self, job: str
+        self, job: str, run: int
     ) -> tuple[int, int, dict[str, int], dict[str, FieldStats]]:
-        """What a profile of the job's current records needs: records, quarantined, the
-        quarantined by reason, and every field's counts (see ``data.profile.field_stats``)."""
+        """What a profile of a run needs: its records (those it wrote or carried over, not
+        those it removed), its quarantined records, those by reason, and every field's counts
+        (see ``data.profile.field_stats``)."""
         ...
 
-    async def records_missing(self, job: str, field: str, limit: int = 5) -> list[RecordRow]:
-        """Records of the job whose ``field`` is missing or empty (a coverage breach's
-        examples)."""
+    async def records_missing(
+        self, job: str, run: int, field: str, limit: int = 5
+    ) -> list[RecordRow]:
+        """Records of the run whose ``field`` is missing or empty (a coverage breach's
+        examples), by key."""
+        ...
+
+    async def run_costs(self, job: str, run: int, since: float) -> tuple[int, int, int]:
+        """A run's retries (over its finished requests), its traps, and the job's attempts
+        answered with blocks since ``since`` (the run's start)."""
         ...
 
     async def sink_records(
         self, job: str, run: int, after: str, limit: int
-    ) -> list[tuple[RecordRow, str]]:
-        """The next ``limit`` records of a run's changes after key ``after`` (by key), with
-        their status in the run (``new``, ``changed``, ``removed``)."""
+    ) -> list[tuple[RecordRow, str, Any]]:
+        """The next ``limit`` records of a run's changes after key ``after`` (by key): those
+        new or changed in it, and those it removed, with their status (``new``, ``changed``,
+        ``removed``) and the version before (None: none kept)."""
         ...
 
     async def blocked_examples(

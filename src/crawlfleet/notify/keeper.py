@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from crawlfleet.data.profile import RunProfile, build_profile
 from crawlfleet.frontier.outbox import OutboxEvent
-from crawlfleet.model import Job, JobState, JobStats
+from crawlfleet.model import Job, JobState, JobStats, Run, RunState
 from crawlfleet.monitor.quality import Breach, QualityRules, evaluate
 from crawlfleet.notify.destinations import Destination
 from crawlfleet.notify.payloads import alert_body, changes_body, dumps, run_finished_body
@@ -59,12 +59,26 @@ def _of_job(job: Job) -> tuple[QualityRules, dict[str, str]]:
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """A job's current run: its number, when it started, whether (and when) it finished."""
+    """A run of a job: its number, when it started, whether (and when) it finished, and its
+    counters (pages done and requests given up in it)."""
 
     run: int
     started_at: float
     finished: bool
     finished_at: float | None
+    pages: int = 0
+    dead: int = 0
+
+    @classmethod
+    def of(cls, run: Run) -> RunInfo:
+        return cls(
+            run.run,
+            run.started_at,
+            run.state is RunState.FINISHED,
+            run.finished_at,
+            run.counters.pages,
+            run.counters.dead,
+        )
 
 
 def _finished(stats: JobStats) -> bool:
@@ -73,13 +87,17 @@ def _finished(stats: JobStats) -> bool:
     return stats.finished
 
 
-async def run_info(store: Frontier, job: Job, stats: JobStats) -> RunInfo:
-    """The job's current run (a job without runs in the store is run 1, from its creation)."""
-    finished = _finished(stats)
-    finished_at = (await store.job_activity(job.name)).finished_at if finished else None
-    return RunInfo(
-        1, job.created_at, finished, finished_at or (job.created_at if finished else None)
-    )
+async def run_info(store: Frontier, job: Job, stats: JobStats) -> RunInfo | None:
+    """The job's current run; a job whose work is all done has its run ended here if no one
+    did yet (``finish_runs``: once, whoever calls). None: the job has no run (an older store)."""
+    run = await store.current_run(job.name)
+    if run is None:
+        return None
+    if run.state is RunState.RUNNING and _finished(stats):
+        for ended in await store.finish_runs([job.name]):
+            if ended.run == run.run:
+                run = ended
+    return RunInfo.of(run)
 
 
 class QualityKeeper:
@@ -114,17 +132,35 @@ class QualityKeeper:
     async def keep(self, job: Job) -> None:
         stats = await self.store.stats(job.name)
         info = await run_info(self.store, job, stats)
+        if info is None:
+            return
         rows = await self.store.profiles(job.name, limit=1)
         closed = bool(rows) and rows[0].run == info.run and rows[0].final
         if info.finished:
             if not closed:
-                await self.close(job, info, stats)
+                await self.close(job, info)
             await self.feed_sinks(job, info)
         elif await self.store.claim_check(job.name, info.run, self.settings.quality.check_every):
-            await self.check(job, info, stats)
+            await self.check(job, info)
 
-    async def profile(self, job: Job, info: RunInfo, stats: JobStats, *, final: bool) -> RunProfile:
-        records, quarantined, reasons, fields = await self.store.profile_counts(job.name)
+    async def close_runs(self, runs: Sequence[Run]) -> None:
+        """Close runs that just ended (what ``finish_runs`` returned), before anything starts
+        the next run of their jobs."""
+        for run in runs:
+            if self.jobs is not None and run.job not in self.jobs:
+                continue
+            job = await self.store.get_job(run.job)
+            if job is None:
+                continue
+            try:
+                await self.close(job, RunInfo.of(run))
+            except Exception:  # the periodic tick tries again
+                log.exception("closing run %d of job %s", run.run, run.job)
+
+    async def profile(self, job: Job, info: RunInfo, *, final: bool) -> RunProfile:
+        counts = await self.store.profile_counts(job.name, info.run)
+        records, quarantined, reasons, fields = counts
+        retries, traps, blocked = await self.store.run_costs(job.name, info.run, info.started_at)
         _, kinds = _of_job(job)
         base = RunProfile(
             job=job.name,
@@ -136,10 +172,10 @@ class QualityKeeper:
             records=records,
             quarantined=quarantined,
             quarantine_by_reason=reasons,
-            pages=stats.done,
-            dead=max(0, stats.dead - stats.traps),
-            blocked=stats.blocked,
-            retries=stats.retry_depth_sum,
+            pages=info.pages,
+            dead=max(0, info.dead - traps),
+            blocked=blocked,
+            retries=retries,
         )
         return build_profile(base, fields, kinds)
 
@@ -159,22 +195,27 @@ class QualityKeeper:
             fired.setdefault(key, _alert_summary(key, b))
             if key in alerted:
                 continue
-            examples = await self.examples(job.name, b, rules.examples, profile.started_at)
+            examples = await self.examples(
+                job.name, profile.run, b, rules.examples, profile.started_at
+            )
             body = alert_body(key, job.name, profile.run, b, examples, self.clock())
             events.append(self._event(key, "alert", body, job.name, profile.run))
             log.warning("job %s run %d: %s", job.name, profile.run, b.message)
         return breaches, events, list(fired.values())
 
-    async def check(self, job: Job, info: RunInfo, stats: JobStats) -> None:
-        profile = await self.profile(job, info, stats, final=False)
+    async def check(self, job: Job, info: RunInfo) -> None:
+        profile = await self.profile(job, info, final=False)
         _, events, alerts = await self._judge(job, profile)
         await self.store.save_profile(
             job.name, info.run, _row(profile, alerts), final=False, events=events
         )
 
-    async def close(self, job: Job, info: RunInfo, stats: JobStats) -> bool:
+    async def close(self, job: Job, info: RunInfo) -> bool:
         """Close a finished run (once across the fleet); returns whether this call did."""
-        profile = await self.profile(job, info, stats, final=True)
+        rows = await self.store.profiles(job.name, limit=1)
+        if rows and rows[0].run == info.run and rows[0].final:
+            return False
+        profile = await self.profile(job, info, final=True)
         _, events, alerts = await self._judge(job, profile)
         key = f"run_finished:{job.name}:{info.run}"
         body = run_finished_body(key, profile, sorted({a["alert"] for a in alerts}))
@@ -217,12 +258,13 @@ class QualityKeeper:
                 "key": r.key,
                 "status": status,
                 "data": r.data,
+                "previous": previous if status == "changed" else None,
                 "url": mask_credentials(r.url),
                 "fetched_at": r.fetched_at,
                 "warc_file": r.warc_file,
                 "warc_record_id": r.warc_record_id,
             }
-            for r, status in rows
+            for r, status, previous in rows
         ]
         event = OutboxEvent(
             key,
@@ -255,7 +297,9 @@ class QualityKeeper:
         rows = await self.store.outbox_events(job, "alert", ALERTS_READ)
         return {e.key for e in rows if e.key.startswith(prefix)}
 
-    async def examples(self, job: str, b: Breach, limit: int, since: float) -> list[dict[str, Any]]:
+    async def examples(
+        self, job: str, run: int, b: Breach, limit: int, since: float
+    ) -> list[dict[str, Any]]:
         """What shows a breach: records missing its field, quarantine rows, dead letters or
         blocked URLs, with their pages and WARC records."""
         if not limit or b.examples is None:
@@ -269,7 +313,7 @@ class QualityKeeper:
                     "warc_file": r.warc_file,
                     "warc_record_id": r.warc_record_id,
                 }
-                for r in await self.store.records_missing(job, b.field, limit)
+                for r in await self.store.records_missing(job, run, b.field, limit)
             ]
         if b.examples == "quarantine":
             return [

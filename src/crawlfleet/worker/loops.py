@@ -500,8 +500,15 @@ class Worker:
         """Whoever runs with the store keeps its runs going: a run whose job has nothing left
         ends (its removed records marked, its counters kept), and the schedules that are due
         start their runs (each once across the fleet: the store sees to it)."""
-        for run in await self.frontier.finish_runs(self.jobs):
+        ended = await self.frontier.finish_runs(self.jobs)
+        for run in ended:
             log.info("job %s: run %d finished", run.job, run.run)
+        if ended:  # their quality closed before a schedule starts their next run
+            from crawlfleet.notify.destinations import destinations
+            from crawlfleet.notify.keeper import QualityKeeper
+
+            keeper = QualityKeeper(self.frontier, self.settings, destinations(self.settings))
+            await keeper.close_runs(ended)
         for schedule, started in await self.frontier.start_due_runs():
             if started is not None:
                 log.info("schedule of job %s: run %d started", schedule.job, started.run)

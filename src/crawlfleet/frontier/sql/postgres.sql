@@ -1658,23 +1658,35 @@ SELECT f.key,
 FROM records r
 CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(r.data) = 'object' THEN r.data
                                    ELSE '{}'::jsonb END) f
-WHERE r.job_id = $1
+WHERE r.job_id = $1 AND r.run = $2 AND r.status <> 'removed'
 GROUP BY f.key;
 
+-- name: profile_median
+-- (profile_fields has the median already: never read)
+SELECT NULL::float8 WHERE $1::bigint IS NULL AND $2::text IS NULL AND $3::int IS NULL
+  AND $4::int IS NULL;
+
 -- name: profile_records
-SELECT (SELECT count(*) FROM records WHERE job_id = $1),
-       (SELECT count(*) FROM quarantine WHERE job_id = $1);
+SELECT (SELECT count(*) FROM records WHERE job_id = $1 AND run = $2 AND status <> 'removed'),
+       (SELECT count(*) FROM quarantine WHERE job_id = $1 AND run = $2);
+
+-- name: run_requests
+SELECT coalesce(sum(attempts - 1) FILTER (WHERE state IN ('done', 'dead') AND attempts > 0), 0),
+       count(*) FILTER (WHERE state = 'dead' AND dead_reason = 'trap'),
+       (SELECT count(*) FROM attempts a JOIN requests q ON q.id = a.request_id
+        WHERE q.job_id = $1 AND a.outcome = 'blocked' AND a.at >= $3)
+FROM requests WHERE job_id = $1 AND run = $2;
 
 -- name: quarantine_reasons
 SELECT coalesce(errors -> 0 ->> 'type', 'invalid'), count(*) FROM quarantine
-WHERE job_id = $1
+WHERE job_id = $1 AND run = $2
 GROUP BY 1;
 
 -- name: records_missing
 SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
        warc_refers_to
 FROM records
-WHERE job_id = $1
+WHERE job_id = $1 AND run = $4 AND status <> 'removed'
   AND (coalesce(data -> $2::text, 'null'::jsonb) IN ('null'::jsonb, '[]'::jsonb, '{}'::jsonb)
        OR (jsonb_typeof(data -> $2::text) = 'string'
            AND btrim(data ->> $2::text, E' \t\n\r') = ''))
@@ -1701,8 +1713,9 @@ WHERE job_id = $1 AND run = $2 AND sink = $3 AND batches = $5 AND NOT done;
 
 -- name: sink_records
 SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
-       warc_refers_to
+       warc_refers_to, status, previous::text
 FROM records
 WHERE job_id = $1 AND key > $2
+  AND ((run = $4 AND status IN ('new', 'changed')) OR (status = 'removed' AND removed_run = $4))
 ORDER BY key
 LIMIT $3;

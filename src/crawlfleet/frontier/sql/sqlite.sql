@@ -1402,7 +1402,7 @@ SELECT j.key,
        max(CASE WHEN j.type IN ('integer', 'real') THEN j.value END),
        NULL
 FROM records r, json_each(r.data) j
-WHERE r.job_id = ?1
+WHERE r.job_id = ?1 AND r.run = ?2 AND r.status <> 'removed'
 GROUP BY j.key;
 
 -- name: profile_median
@@ -1410,17 +1410,29 @@ GROUP BY j.key;
 SELECT avg(v) FROM (
     SELECT j.value AS v FROM records r, json_each(r.data) j
     WHERE r.job_id = ?1 AND j.key = ?2 AND j.type IN ('integer', 'real')
+      AND r.run = ?4 AND r.status <> 'removed'
     ORDER BY v
     LIMIT 2 - (?3 % 2) OFFSET (?3 - 1) / 2
 );
 
 -- name: profile_records
-SELECT (SELECT count(*) FROM records WHERE job_id = ?1),
-       (SELECT count(*) FROM quarantine WHERE job_id = ?1);
+-- a run's records (those it wrote or carried over, not those it removed) and its quarantine
+SELECT (SELECT count(*) FROM records WHERE job_id = ?1 AND run = ?2 AND status <> 'removed'),
+       (SELECT count(*) FROM quarantine WHERE job_id = ?1 AND run = ?2);
+
+-- name: run_requests
+-- what a run's requests cost: retries over its finished ones, its traps (dead, never
+-- fetched), and the attempts of the job answered with blocks since the run started
+SELECT coalesce(sum(CASE WHEN state IN ('done', 'dead') AND attempts > 0
+                         THEN attempts - 1 ELSE 0 END), 0),
+       coalesce(sum(state = 'dead' AND dead_reason = 'trap'), 0),
+       (SELECT count(*) FROM attempts a CROSS JOIN requests q ON q.id = a.request_id
+        WHERE q.job_id = ?1 AND a.outcome = 'blocked' AND a.at >= ?3)
+FROM requests WHERE job_id = ?1 AND run = ?2;
 
 -- name: quarantine_reasons
 SELECT coalesce(json_extract(errors, '$[0].type'), 'invalid'), count(*) FROM quarantine
-WHERE job_id = ?1
+WHERE job_id = ?1 AND run = ?2
 GROUP BY 1;
 
 -- name: records_missing
@@ -1428,7 +1440,7 @@ GROUP BY 1;
 -- counts it), with their page and WARC record
 SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file, warc_refers_to
 FROM records
-WHERE job_id = ?1 AND NOT EXISTS (
+WHERE job_id = ?1 AND run = ?4 AND status <> 'removed' AND NOT EXISTS (
     SELECT 1 FROM json_each(records.data) j
     WHERE j.key = ?2
       AND CASE j.type WHEN 'null' THEN 0
@@ -1461,9 +1473,12 @@ UPDATE sink_progress SET after_key = :after, batches = batches + :added, done = 
 WHERE job_id = :job_id AND run = :run AND sink = :sink AND batches = :batches AND done = 0;
 
 -- name: sink_records
--- the next batch of a run's records for a sink, by key
-SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file, warc_refers_to
+-- the next batch of a run's changes for a sink, by key: the records new or changed in it, and
+-- those it removed (with their last values), each with its status and the version before
+SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file, warc_refers_to,
+       status, previous
 FROM records
 WHERE job_id = ?1 AND key > ?2
+  AND ((run = ?4 AND status IN ('new', 'changed')) OR (status = 'removed' AND removed_run = ?4))
 ORDER BY key
 LIMIT ?3;
