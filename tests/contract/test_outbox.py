@@ -214,7 +214,13 @@ async def test_profile_counts__the_stores_sql_is_the_profiles_definition(
     missing = await frontier.records_missing("j", 1, "rating", limit=10)
     assert [r.key for r in missing] == ["a", "b", "f"]
     assert missing[0].url == "http://a.test/a" and missing[0].warc_record_id == "<urn:a>"
-    assert [r.key for r in await frontier.records_missing("j", 1, "note")] == ["a", "b", "c", "d", "f"]
+    assert [r.key for r in await frontier.records_missing("j", 1, "note")] == [
+        "a",
+        "b",
+        "c",
+        "d",
+        "f",
+    ]
     assert [r.key for r in await frontier.records_missing("j", 1, "sku", limit=2)] == []
     assert [r.key for r in await frontier.records_missing("j", 1, "tags", 2)] == ["b", "c"]
 

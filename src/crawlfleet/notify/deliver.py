@@ -37,7 +37,7 @@ from crawlfleet.policy.retry import backoff, parse_retry_after
 
 if TYPE_CHECKING:
     from crawlfleet.config.sections import NotifySettings
-    from crawlfleet.frontier.ports import Outbox
+    from crawlfleet.frontier.ports import Frontier
 
 __all__ = ["Deliverer", "SendError"]
 
@@ -48,6 +48,8 @@ USER_AGENT: Final = "crawlfleet-notify/0.1"
 PARALLEL: Final = 8
 #: seconds an idle deliverer waits before it looks again
 IDLE: Final = 1.0
+#: seconds a draining deliverer waits for a retry to come due
+DRAIN_POLL: Final = 0.2
 
 
 class SendError(Exception):
@@ -64,7 +66,7 @@ class Deliverer:
 
     def __init__(
         self,
-        store: Outbox,
+        store: Frontier,
         destinations: Sequence[Destination],
         settings: NotifySettings,
         *,
@@ -130,13 +132,21 @@ class Deliverer:
                     await asyncio.wait_for(stop.wait(), IDLE)
 
     async def drain(self, timeout: float) -> bool:
-        """Deliver what is due now until nothing is, for at most ``timeout`` seconds; returns
-        whether nothing was left due."""
+        """Deliver until nothing waits for these destinations (retries too), for at most
+        ``timeout`` seconds; returns whether nothing was left waiting."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not await self.deliver_once():
+        while True:
+            if await self.deliver_once():
+                continue
+            if not await self._waiting():
                 return True
-        return False
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(min(DRAIN_POLL, max(0.0, deadline - time.monotonic())))
+
+    async def _waiting(self) -> int:
+        counts = await self.store.outbox_counts()
+        return sum(c.pending for c in counts if c.destination in self.destinations)
 
     async def _one(self, d: Delivery) -> DeliveryResult:
         dest = self.destinations[d.destination]
