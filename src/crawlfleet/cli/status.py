@@ -39,10 +39,11 @@ async def status(
     every: float,
 ) -> None:
     """Each job's state, backlog and results, and whether it is finished fleet-wide, its current
-    run and the last few (pages, 304s, bytes, records new / changed / unchanged / removed);
-    the schedules and their next runs; then the fleet: workers alive, pages/s, success, block
-    and validation failure rates, the busiest domains (backlog, oldest queued request, in
-    flight, pacing), pools, and the alerts.
+    run and the last few (pages, 304s, bytes, records new / changed / unchanged / removed),
+    the quality alerts of its newest run; the schedules and their next runs; then the fleet:
+    workers alive, pages/s, success, block and validation failure rates, the busiest domains
+    (backlog, oldest queued request, in flight, pacing), pools, the alerts, and the outbox per
+    destination (waiting, delivered, dead: `crawlfleet notify replay` sends the dead again).
 
     \b
     The first word is the job's state and progress:
@@ -74,6 +75,7 @@ async def _jobs(store: Frontier, job: str | None) -> list[str]:
 
 
 async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
+    import json
     from dataclasses import asdict
 
     from crawlfleet.local.runner import is_finished
@@ -85,6 +87,10 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
         reasons = dict(activity.dead_by_reason)
         runs = [_run_json(r) for r in await store.runs(name, limit=RUNS_SHOWN)]
         sched = schedules.get(name)
+        quality = None
+        for row in await store.profiles(name, limit=1):
+            alerts = json.loads(row.profile).get("alerts") or []
+            quality = {"run": row.run, "final": row.final, "alerts": alerts}
         out.append(
             dict(
                 asdict(st),
@@ -92,6 +98,7 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
                 dead_by_reason=reasons,
                 runs=runs,
                 schedule=asdict(sched) if sched is not None else None,
+                quality=quality,
             )
         )
     return out
