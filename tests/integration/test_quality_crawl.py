@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from tests.integration.test_monitoring import api, scrape, serving
 from tests.sites.receiver import Receiver
 
 pytestmark = pytest.mark.slow
@@ -223,6 +224,21 @@ async def test_a_run_that_lost_products_and_a_field_fires_both_monitors(
     ]
     status = await _cli(tmp_path, "status")
     assert "! field_coverage: rating" in status and "outbox webhook" in status
+
+    # serve: the dashboard's API and /metrics say the same
+    with serving(tmp_path) as base:
+        (job,) = api(base, "/api/quality?job=shop")
+        assert [r["fields"]["rating"]["coverage"] for r in job["runs"]] == [0.7, 1.0]
+        assert {a["alert"] for a in job["runs"][0]["alerts"]} == {"item_count", "field_coverage"}
+        (dest,) = api(base, "/api/outbox")["destinations"]
+        assert (dest["done"], dest["dead"], dest["label"]) == (
+            len(first) + len(second),
+            0,
+            f"webhook http://127.0.0.1:{receiver.port}/…",
+        )
+        _, samples = scrape(base + "/metrics")
+        assert samples[("crawlfleet_field_coverage", (("field", "rating"), ("job", "shop")))] == 0.7
+        assert samples[("crawlfleet_quality_alerts", (("job", "shop"),))] == 2
 
 
 async def test_a_clean_second_run_fires_nothing(
