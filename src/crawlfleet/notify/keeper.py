@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from crawlfleet.data.profile import RunProfile, build_profile
 from crawlfleet.frontier.outbox import OutboxEvent
-from crawlfleet.model import Job, JobState, JobStats, Run, RunState
+from crawlfleet.model import Job, JobState, Run, RunState
 from crawlfleet.monitor.quality import Breach, QualityRules, evaluate
 from crawlfleet.notify.destinations import Destination
 from crawlfleet.notify.payloads import alert_body, changes_body, dumps, run_finished_body
@@ -81,19 +81,22 @@ class RunInfo:
         )
 
 
-def _finished(stats: JobStats) -> bool:
-    if stats.state is JobState.CANCELLED:
-        return stats.leased == 0
-    return stats.finished
+async def _finished(store: Frontier, job: Job) -> bool:
+    """Whether nothing of the job is left to do (one indexed probe: every process asks this of
+    every job every few seconds, never the job's whole counts); a cancelled job once none of its
+    requests is leased."""
+    if job.state is JobState.CANCELLED:
+        return (await store.stats(job.name)).leased == 0
+    return await store.is_finished(job.name)
 
 
-async def run_info(store: Frontier, job: Job, stats: JobStats) -> RunInfo | None:
+async def run_info(store: Frontier, job: Job) -> RunInfo | None:
     """The job's current run; a job whose work is all done has its run ended here if no one
     did yet (``finish_runs``: once, whoever calls). None: the job has no run (an older store)."""
     run = await store.current_run(job.name)
     if run is None:
         return None
-    if run.state is RunState.RUNNING and _finished(stats):
+    if run.state is RunState.RUNNING and await _finished(store, job):
         for ended in await store.finish_runs([job.name]):
             if ended.run == run.run:
                 run = ended
@@ -117,6 +120,7 @@ class QualityKeeper:
         self.destinations = list(destinations)
         self.jobs = list(jobs) if jobs is not None else None
         self.clock = clock
+        self._claimed: dict[tuple[str, int], float] = {}  # when this process last asked
 
     async def tick(self) -> None:
         """One look at every job: check a running run when due, close a finished one, feed
@@ -130,8 +134,7 @@ class QualityKeeper:
                 log.exception("quality of job %s", job.name)
 
     async def keep(self, job: Job) -> None:
-        stats = await self.store.stats(job.name)
-        info = await run_info(self.store, job, stats)
+        info = await run_info(self.store, job)
         if info is None:
             return
         rows = await self.store.profiles(job.name, limit=1)
@@ -140,8 +143,20 @@ class QualityKeeper:
             if not closed:
                 await self.close(job, info)
             await self.feed_sinks(job, info)
-        elif await self.store.claim_check(job.name, info.run, self.settings.quality.check_every):
+        elif self._may_claim(job.name, info.run) and await self.store.claim_check(
+            job.name, info.run, self.settings.quality.check_every
+        ):
             await self.check(job, info)
+
+    def _may_claim(self, job: str, run: int) -> bool:
+        """Ask the store for a check at most every quarter of ``check_every`` (a claim is a
+        write: every process of a fleet asking every few seconds would be many)."""
+        now = self.clock()
+        gap = self.settings.quality.check_every / 4
+        if now - self._claimed.get((job, run), -gap) < gap:
+            return False
+        self._claimed[(job, run)] = now
+        return True
 
     async def close_runs(self, runs: Sequence[Run]) -> None:
         """Close runs that just ended (what ``finish_runs`` returned), before anything starts
