@@ -23,13 +23,19 @@ per route.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -77,8 +83,11 @@ def bulk_rate(stats: dict[str, Any]) -> float:
     return (len(arrivals) * 8 // 10) / (high - low) if high > low else 0.0
 
 
-def crawl(work: Path, base: str, config: str | None, *extra: str) -> dict[str, Any]:
-    """One crawl of the shop at ``base`` in ``work``; its figures."""
+def crawl(
+    work: Path, base: str, config: str | None, *extra: str, sample: float = 0.0
+) -> dict[str, Any]:
+    """One crawl of the shop at ``base`` in ``work``; its figures (with ``sample``, every lane's
+    pacing read from the store every ``sample`` seconds)."""
     work.mkdir(parents=True)
     if config is not None:
         (work / "crawlfleet.toml").write_text(config)
@@ -88,9 +97,15 @@ def crawl(work: Path, base: str, config: str | None, *extra: str) -> dict[str, A
         plan = _crawlfleet(["plan", "shop.py", "--json"], work)
         if plan.returncode == 0:
             predicted = json.loads(plan.stdout)["pages_per_s"]
+    queue = extra[extra.index("--queue") + 1] if "--queue" in extra else None
+    store = queue or f"sqlite:///{work / '.crawlfleet' / 'queue.db'}"
+    watch = LaneWatch(store, urlsplit(base).hostname or "", sample)
     started = time.perf_counter()
-    result = _crawlfleet(["crawl", "shop.py", "-o", "out.jsonl", *extra], work)
+    cpu_before = _children_cpu()
+    with watch:
+        result = _crawlfleet(["crawl", "shop.py", "-o", "out.jsonl", *extra], work)
     wall = time.perf_counter() - started
+    cpu = _children_cpu() - cpu_before  # the crawl's processes (the shop and proxies run on)
     if result.returncode != 0:
         raise SystemExit(f"crawl failed in {work}:\n{result.stderr[-3000:]}")
     stats = shop_stats(base)
@@ -105,25 +120,155 @@ def crawl(work: Path, base: str, config: str | None, *extra: str) -> dict[str, A
         "too_many": stats["statuses"].get("429", 0),
         "captchas": stats["faults"].get("captcha_wall", 0),
         "records": read_jsonl(work / "out.jsonl"),
+        "clients": per_client(stats),
+        "cpu_s": cpu,
+        "lanes": watch.summary(),
     }
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def per_client(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per client address (one per route): requests, the busiest second, and the requests a
+    second over the seconds it was busy at all (its first to its last second)."""
+    out = {}
+    for client, seconds in stats.get("per_second", {}).items():
+        counts = {int(k): v for k, v in seconds.items()}
+        span = max(counts) - min(counts) + 1 if counts else 1
+        total = sum(counts.values())
+        out[client] = {"requests": total, "peak": max(counts.values(), default=0),
+                       "rate": total / span}  # fmt: skip
+    return out
+
+
+class LaneWatch:
+    """Reads every lane's pacing from the store every ``every`` seconds (0: never) while a crawl
+    runs, through the store's own port (``lanes``), in a thread with its own event loop."""
+
+    def __init__(self, queue: str, domain: str, every: float) -> None:
+        self.queue, self.domain, self.every = queue, domain, every
+        self.samples: list[tuple[float, Any]] = []  # (seconds, DomainState)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LaneWatch:
+        if self.every > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        asyncio.run(self._watch())
+
+    async def _watch(self) -> None:
+        from crawlfleet.frontier import open_frontier
+
+        started = time.monotonic()
+        store = None
+        while not self._stop.is_set():
+            await asyncio.sleep(self.every)
+            try:
+                if store is None:
+                    store = open_frontier(self.queue, create=False)
+                    await store.open()
+                t = time.monotonic() - started
+                self.samples.extend((t, lane) for lane in await store.lanes(self.domain))
+            except Exception:  # not there yet (the crawl creates the store): the next look
+                store = None
+        if store is not None:
+            await store.close()
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per route: the medians over the samples of its pace (requests a second its delay
+        allows), width, requests in flight, and typical and unloaded latency (ms)."""
+        by: dict[str, list[Any]] = {}
+        for _, lane in self.samples:
+            by.setdefault(lane.route or "direct", []).append(lane)
+        out = {}
+        for route, lanes in sorted(by.items()):
+            p = [lane.pacing for lane in lanes]
+            out[route] = {
+                "pace": statistics.median(1 / x.delay if x.delay > 0 else float("inf") for x in p),
+                "width": statistics.median(x.concurrency for x in p),
+                "in_flight": statistics.median(lane.in_flight for lane in lanes),
+                "typical_ms": 1000 * statistics.median(x.ewma_latency or 0 for x in p),
+                "base_ms": 1000 * statistics.median(x.base_latency or 0 for x in p),
+                "limit": statistics.median(1 / x.limit_delay if x.limit_delay else 0 for x in p),
+                "samples": len(lanes),
+            }
+        return out
+
+
+NOISE = ("--transient-503", "0.05", "--cut", "0.02", "--slow", "0.02")
 
 
 def routes_runs(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     counts = [int(n) for n in args.routes.split(",")]
     rows = []
+    extra = ("--queue", args.queue) if args.queue else ()
     with proxy_fleet(tmp / "proxies", http=max(counts), socks=0) as fleet:
         for n in counts:
             products = n * args.pages_per_route
-            shop = ("--products", str(products), "--rate-limit", str(args.limit))
+            shop = ["--products", str(products), "--rate-limit", str(args.limit)]
+            if args.noise:
+                shop += [*NOISE, "--slow-delay", str(args.slow_delay)]
             with demo_shop(*shop, "--captcha-after", "20") as base:
-                config = _pool([p.url for p in fleet.http[:n]], args.rate)
-                row = crawl(tmp / f"routes-{n}", base, config)
+                config = _pool([p.url for p in fleet.http[:n]], args.rate or None)
+                queue = _schema(args.queue, n) if args.queue else None
+                more = ("--queue", queue) if queue else extra
+                try:
+                    row = crawl(tmp / f"routes-{n}", base, config, *more, sample=args.sample)
+                finally:
+                    if queue:
+                        _drop_schema(queue)
             want = {r["sku"] for r in Catalog(products).expected_records()}
             skus = [r["sku"] for r in row.pop("records")]
             row.update(routes=n, complete=len(skus) == len(set(skus)) and set(skus) == want)
+            row["allowed"] = n * args.limit
             rows.append(row)
             print(_route_line(row), flush=True)
+            _print_lanes(row)
     return rows
+
+
+def _schema(server: str, n: int) -> str:
+    sep = "&" if "?" in server else "?"
+    return f"{server}{sep}schema=bench_routes_{os.getpid()}_{n}"
+
+
+def _drop_schema(queue: str) -> None:
+    import psycopg
+
+    server, _, schema = queue.rpartition("schema=")
+    with psycopg.connect(server.rstrip("?&"), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _print_lanes(row: dict[str, Any]) -> None:
+    """Each route's address at the shop and its lane's pacing (medians over the samples)."""
+    share = row["pages_per_s_bulk"] / row["allowed"] if row["allowed"] else 0.0
+    print(f"       {share:.0%} of the {row['allowed']} requests/s the shop allows the routes")
+    busy = row["cpu_s"] / row["wall_s"] if row["wall_s"] else 0.0
+    per = 1000 * row["cpu_s"] / max(1, row["requests"])
+    print(f"       the crawl's processes: {busy:.2f} cores busy, {per:.2f} ms of CPU a request")
+    for client, c in sorted(row["clients"].items()):
+        print(
+            f"       {client:<12} {c['requests']:>6.0f} requests, {c['rate']:5.1f}/s, "
+            f"busiest second {c['peak']:.0f}"
+        )
+    for route, lane in row["lanes"].items():
+        print(
+            f"       lane {route:<10} pace {lane['pace']:7.1f}/s  width {lane['width']:4.0f}  "
+            f"in flight {lane['in_flight']:4.0f}  latency {lane['typical_ms']:6.1f} ms "
+            f"(unloaded {lane['base_ms']:5.1f})  learnt limit {lane['limit']:5.1f}/s"
+        )
 
 
 def _route_line(r: dict[str, Any]) -> str:
@@ -167,7 +312,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--routes", default="1,2,4,8", help="route counts to run (default 1,2,4,8)")
     p.add_argument("--pages-per-route", type=int, default=50, metavar="N")
     p.add_argument("--limit", type=int, default=5, help="shop: requests per address per second")
-    p.add_argument("--rate", type=float, default=4.0, help="pool: requests/s per route")
+    p.add_argument(
+        "--rate", type=float, default=4.0, help="pool: requests/s per route (0: none declared)"
+    )
+    p.add_argument(
+        "--noise",
+        action="store_true",
+        help="the shop's faults on: 5%% 503s, 2%% cut connections, 2%% slow pages",
+    )
+    p.add_argument("--slow-delay", type=float, default=3.0, help="seconds a slow page takes")
+    p.add_argument("--queue", help="a PostgreSQL server for the routes runs (a schema each)")
+    p.add_argument(
+        "--sample", type=float, default=1.0, help="seconds between reads of the lanes' pacing"
+    )
     p.add_argument("--clean-products", type=int, default=1000, metavar="N")
     p.add_argument("--skip-hop", action="store_true", help="only the routes runs")
     p.add_argument("--skip-routes", action="store_true", help="only the proxy hop runs")

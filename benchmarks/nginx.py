@@ -4,6 +4,11 @@
     ...
     stop()
 
+``gzip=True`` answers clients that accept it with the ``.gz`` twin of a file where one exists
+(``gzip_static``: see ``make_site.ensure_gzipped``), else compresses on the fly at level 1;
+``tls=(cert, key)`` serves HTTPS instead of HTTP (``tests/tls.py`` makes a CA and a
+certificate for 127.0.0.1).
+
 Everything nginx writes (config, pid, error log, temp dirs) lives in its own temp directory; it
 runs in the foreground (``daemon off``) as our child, so it cannot outlive a crashed benchmark by
 much and needs no system paths. The access log, when asked for, is one line per request:
@@ -42,13 +47,15 @@ http {{
     keepalive_requests 1000000;
     log_format bench '$msec $status $body_bytes_sent $request_uri $bytes_sent';
     {access_log}
+    {gzip}
     client_body_temp_path {tmp}/client_body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{ssl};
+        {certificates}
         root {root};
         index index.html;
         location / {{ try_files $uri $uri.html $uri/ =404; }}
@@ -65,7 +72,12 @@ def free_port() -> int:
 
 
 def start_nginx(
-    root: Path, *, access_log: Path | None = None, timeout: float = 10.0
+    root: Path,
+    *,
+    access_log: Path | None = None,
+    timeout: float = 10.0,
+    gzip: bool = False,
+    tls: tuple[Path, Path] | None = None,
 ) -> tuple[str, Callable[[], None]]:
     """Start nginx serving ``root``; returns its base URL and a function that stops it.
 
@@ -76,7 +88,7 @@ def start_nginx(
     for _ in range(3):  # the free port may be taken between probing and nginx binding it
         port = free_port()
         conf = tmp / "nginx.conf"
-        conf.write_text(_config(root.resolve(), tmp, port, access_log))
+        conf.write_text(_config(root.resolve(), tmp, port, access_log, gzip=gzip, tls=tls))
         proc = subprocess.Popen(
             [NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
             stdout=subprocess.DEVNULL,
@@ -85,13 +97,25 @@ def start_nginx(
             start_new_session=True,  # its own process group: a forced stop takes the workers too
         )
         if _wait_listening(proc, port, timeout):
-            return f"http://127.0.0.1:{port}", _stopper(proc, tmp)
+            scheme = "https" if tls else "http"
+            return f"{scheme}://127.0.0.1:{port}", _stopper(proc, tmp)
         last_error = _reap(proc) + _read(tmp / "error.log")
     shutil.rmtree(tmp, ignore_errors=True)
     raise RuntimeError(f"nginx did not start: {last_error.strip()[-2000:]}")
 
 
-def _config(root: Path, tmp: Path, port: int, access_log: Path | None) -> str:
+GZIP = "gzip on; gzip_static on; gzip_comp_level 1; gzip_min_length 256;"
+
+
+def _config(
+    root: Path,
+    tmp: Path,
+    port: int,
+    access_log: Path | None,
+    *,
+    gzip: bool = False,
+    tls: tuple[Path, Path] | None = None,
+) -> str:
     # A root master would switch its workers to "nobody", who may not read the site directory.
     user = "user root;\n" if os.geteuid() == 0 else ""
     log = (
@@ -99,7 +123,21 @@ def _config(root: Path, tmp: Path, port: int, access_log: Path | None) -> str:
         if access_log
         else "access_log off;"
     )
-    return CONFIG.format(user=user, tmp=tmp, port=port, root=root, access_log=log)
+    certificates = (
+        f"ssl_certificate {tls[0].resolve()}; ssl_certificate_key {tls[1].resolve()};"
+        if tls
+        else ""
+    )
+    return CONFIG.format(
+        user=user,
+        tmp=tmp,
+        port=port,
+        root=root,
+        access_log=log,
+        gzip=GZIP if gzip else "",
+        ssl=" ssl" if tls else "",
+        certificates=certificates,
+    )
 
 
 def _wait_listening(proc: subprocess.Popen[str], port: int, timeout: float) -> bool:

@@ -93,6 +93,13 @@ class BoundedSet(Generic[K]):
             return True
         return False
 
+    @property
+    def recent(self) -> set[K]:
+        """The keys of the new generation (a hit there changes nothing): a caller testing many
+        keys in a row may look there first, at C speed, and ask ``in`` for the rest. Read it
+        again after any other call: that may have turned the generations."""
+        return self._new
+
     def add(self, key: K) -> None:
         # a key of the old generation may be added to the new one too: each holds at most
         # half the capacity, and the old copy goes when its generation does

@@ -432,6 +432,22 @@ def _is_plain_path(url: str, start: int) -> bool:
     return "/." not in url[start:] or not any(seg in (".", "..") for seg in url[start:].split("/"))
 
 
+#: most origins a LinkCanonicalizer remembers the canonical form of (a broad crawl meets many)
+_ORIGINS_MAX = 10_000
+
+
+def _plain_origin(prefix: str) -> tuple[str | None, str]:
+    """``(prefix, host)`` if the origin ``prefix`` (``scheme://host[:port]``) is canonical as
+    written, else ``(None, "")``."""
+    try:
+        # as requests are asked: without the base's credentials (a base with them is never plain)
+        asked, host = _asked(_parse(prefix + "/"))
+    except ValueError:
+        return None, ""
+    # as asked, and so canonical: an origin's forms agree
+    return (prefix, host) if asked == prefix + "/" else (None, "")
+
+
 class LinkCanonicalizer:
     """Resolve links found on pages to ``(canonical_url, fingerprint, host)``, with a cache.
 
@@ -446,7 +462,7 @@ class LinkCanonicalizer:
     written: it is taken as it is, without a parse (most new links of a broad crawl).
     """
 
-    __slots__ = ("_base", "_cache", "_host", "_plain", "_prefix", "_session_params")
+    __slots__ = ("_base", "_cache", "_host", "_origins", "_plain", "_prefix", "_session_params")
 
     def __init__(
         self,
@@ -461,6 +477,9 @@ class LinkCanonicalizer:
         self._prefix: str | None = None
         self._plain: str | None = None  # the base's origin, when it is canonical
         self._host = ""  # and its host
+        # per origin of a base: (the origin if canonical, its host): every page of a site has a
+        # base of its own but one origin, parsed once
+        self._origins: dict[str, tuple[str | None, str]] = {}
 
     def resolve(self, href: str, base: str) -> _Result | None:
         """The link ``href`` on the page at ``base`` (an absolute, canonical URL) as a request:
@@ -489,6 +508,9 @@ class LinkCanonicalizer:
         """The ``hrefs`` of a page at ``base`` whose :meth:`key` is not in ``known``, in order:
         :meth:`key` for a whole page's links in one loop (the links every page repeats)."""
         prefix = self._prefix if base == self._base else self._set_base(base)
+        # a BoundedSet's recent keys answer most of a page's links (its menus) without a call
+        fresh: Container[object] | None = getattr(known, "recent", None)
+        recent: Container[object] = () if fresh is None else fresh
         out = []
         for href in hrefs:
             if href.startswith(("http://", "https://")):
@@ -497,8 +519,12 @@ class LinkCanonicalizer:
                 key = prefix + href
             else:
                 key = (base, href)
+            if key in recent:
+                continue
             if key not in known:
                 out.append(href)
+            elif fresh is not None:  # an old key moved up: the generations may have turned
+                recent = getattr(known, "recent", recent)
         return out
 
     def resolve_key(self, key: object, href: str, base: str) -> _Result | None:
@@ -530,18 +556,16 @@ class LinkCanonicalizer:
         self._base = base
         start = base.find("://")
         end = base.find("/", start + 3) if start > 0 else -1
-        self._prefix = base[:end] if end > 0 else None
+        prefix = self._prefix = base[:end] if end > 0 else None
         self._plain = None
-        if self._prefix is not None:
-            try:
-                # as requests are asked: without the base's credentials (a base with them
-                # is never plain)
-                asked, host = _asked(_parse(self._prefix + "/"))
-            except ValueError:
-                return self._prefix
-            if asked == self._prefix + "/":  # and so canonical: an origin's forms agree
-                self._plain, self._host = self._prefix, host
-        return self._prefix
+        if prefix is not None:
+            known = self._origins.get(prefix)
+            if known is None:
+                if len(self._origins) >= _ORIGINS_MAX:
+                    self._origins.clear()
+                known = self._origins[prefix] = _plain_origin(prefix)
+            self._plain, self._host = known
+        return prefix
 
     def _compute(self, absolute: str | None, href: str, base: str) -> _Result | None:
         try:

@@ -196,11 +196,13 @@ def test_crawl__finished_then_nothing_to_do_then_fresh__outputs_follow_their_ext
             [*CRAWLFLEET, "status", "--watch", "--every", "0.2"],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        time.sleep(2)
+        assert watch.stdout is not None
+        frame = [watch.stdout.readline() for _ in range(2)]  # piped: each frame printed whole
         watch.send_signal(signal.SIGINT)
-        out, err = watch.communicate(timeout=30)
+        _, err = watch.communicate(timeout=30)
         assert watch.returncode == 0, err
-        assert "shop: finished ·" in out
+        assert frame[0].startswith("crawlfleet status · ")
+        assert frame[1].startswith("shop: finished ·")
 
         again = crawl([*args, "-o", "records.json"], tmp_path)
         assert "nothing to do: job shop finished at " in again.stderr

@@ -37,8 +37,12 @@ def nested(levels: int, tag: str = "div") -> str:
 def test_measure__follows_the_parsers_stack_where_it_matters(markup: str, depth: int) -> None:
     assert measure(markup).depth == depth
     assert measure(markup.encode()).depth == depth
-    # the gate that skips the walk is a bound: never below the depth
+    # the gate that skips the walk is a bound: never below the depth, nor is its rough first
+    # count, whatever settles it
     assert _start_tags_at_most(markup) >= depth <= _start_tags_at_most(markup.encode())
+    for enough in (0, depth, 10**9):
+        assert _start_tags_at_most(markup, enough) >= depth
+        assert _start_tags_at_most(markup.encode(), enough) >= depth
 
 
 def test_measure__agrees_with_lexbor_on_plain_nesting() -> None:

@@ -148,7 +148,8 @@ async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
 
 
 async def _watch(store: Frontier, s: Settings, names: list[str], every: float) -> None:
-    """The same lines, redrawn every ``every`` seconds in place, until Ctrl-C."""
+    """The same lines, redrawn every ``every`` seconds in place until Ctrl-C (on a terminal;
+    piped, each frame is printed in turn, a blank line after it)."""
     import asyncio
     import contextlib
     import signal
@@ -163,18 +164,31 @@ async def _watch(store: Frontier, s: Settings, names: list[str], every: float) -
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
+    console = Console(highlight=False)
+
+    async def frame() -> Text:
+        current = names or [j.name for j in await store.list_jobs()]
+        lines = await _lines(store, s, current)
+        head = f"crawlfleet status · {when(time.time())} · Ctrl-C to leave"
+        text = Text(head, style="bold")
+        for line in lines:
+            text.append("\n" + line, style="red" if line.startswith("! ") else "")
+        return text
+
+    async def pause() -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+
     try:
-        with Live(console=Console(highlight=False), auto_refresh=False) as live:
+        if not console.is_terminal:  # piped to a file or a log: each frame whole, in turn
             while not stop.is_set():
-                current = names or [j.name for j in await store.list_jobs()]
-                lines = await _lines(store, s, current)
-                head = f"crawlfleet status · {when(time.time())} · Ctrl-C to leave"
-                text = Text(head, style="bold")
-                for line in lines:
-                    text.append("\n" + line, style="red" if line.startswith("! ") else "")
-                live.update(text)
+                click.echo((await frame()).plain + "\n")
+                await pause()
+            return
+        with Live(console=console, auto_refresh=False) as live:
+            while not stop.is_set():
+                live.update(await frame())
                 live.refresh()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), every)
+                await pause()
     finally:
         loop.remove_signal_handler(signal.SIGINT)

@@ -111,7 +111,9 @@ class WorkerSettings:
     max_body: int = 16 << 20
     max_redirects: int = 20
     user_agent: str = DEFAULT_USER_AGENT
-    report_interval: float = 0.002
+    #: most seconds a busy worker lets its finished pages gather before it reports them (see
+    #: ``worker.loops.gathers``): one store transaction and one WARC sync for many pages
+    report_interval: float = 0.05
     stats_every: float = 5.0
     #: most items (records and requests) one page's callback may yield
     max_yields_per_page: int = 100_000

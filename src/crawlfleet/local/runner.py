@@ -23,7 +23,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
@@ -50,8 +50,13 @@ __all__ = [
 
 log = logging.getLogger("crawlfleet.crawl")
 
-#: seconds between two looks at the job's progress
+#: seconds between two looks at whether the job is finished (one indexed row)
 POLL = 0.25
+#: least seconds between two reads of the job's counts for the display (a read counts the
+#: job's requests: milliseconds at a few thousand, more as the job grows) ...
+STATS_EVERY = 1.0
+#: ... and at most this share of the time spent reading them, however big the job
+STATS_SHARE = 0.02
 #: seconds between two reads of new records for the output
 TAIL_EVERY = 1.0
 
@@ -209,8 +214,12 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         if plan.fresh and before.stats is not None:
             b = before.stats
             removed = b.queued + b.waiting + b.leased + b.done + b.dead
+        counted_from = before
         if started is not None:
             log.info("job %s: run %d (%s) started", name, started.run, started.kind.value)
+            # this run's counts start where it started: a fresh run removed the old requests
+            # and their dead letters, a recrawl queued the known pages again
+            counted_from = await _state(store, name)
         log.info("job %s: %d start requests, %d new, in %r", name, len(intake.seeds), added, store)
         if job.state is not JobState.RUNNING:
             raise UsageError(
@@ -221,7 +230,7 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         report.written, report.changed, notes = await finish_output(store, name, plan.output, tail)
         report.notes.extend(notes)
         after = await store.job_activity(name)
-        _account(report, before, after, plan.max_error_rate)
+        _account(report, counted_from, after, plan.max_error_rate)
         report.parse_error_samples = await _parse_error_samples(store, name, report.parse_errors)
         report.removed = removed
         report.resumed = plan.recrawl and started is None and not report.nothing_to_do
@@ -255,16 +264,22 @@ async def _run(
     await pool.go({"jobs": [name], "overrides": overrides, "kinds": kinds})
     log.info("%d workers run job %s", pool.n, name)
     stop = _Stopper(pool, view, plan.settings.lease_ttl)
+    counts = _Counts(store, name, stats)
     last_tail = 0.0
     with stop.installed():
         while True:
             await stop.sleep(POLL)
-            stats = await store.stats(name)
-            view.update(stats, time.monotonic() - started)
+            # the cheap look every poll, the counts when due or when it says done (a cancelled
+            # job is finished with requests queued: its counts say so within STATS_EVERY)
+            done = await store.is_finished(name)
+            finished = False
+            if done or counts.due():
+                stats = await counts.read()
+                view.update(stats, time.monotonic() - started)
+                finished = is_finished(stats)
             if tail is not None and time.monotonic() - last_tail >= TAIL_EVERY:
                 last_tail = time.monotonic()
                 await tail.poll()
-            finished = is_finished(stats)
             if not await pool.check(finished):
                 continue
             if finished or stop.how:
@@ -278,6 +293,32 @@ async def _run(
     stats = await store.stats(name)
     view.update(stats, time.monotonic() - started)
     return CrawlReport(name, stats, time.monotonic() - started, interrupted=stop.how)
+
+
+class _Counts:
+    """The job's counts as the coordinator last read them, read again when due: every
+    :data:`STATS_EVERY` seconds, but never more than :data:`STATS_SHARE` of the time (a read
+    that took 30 ms is not repeated for 1.5 s)."""
+
+    def __init__(
+        self,
+        store: Frontier,
+        name: str,
+        stats: JobStats,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store, self.name, self.stats, self.clock = store, name, stats, clock
+        self._due = clock() + STATS_EVERY
+
+    def due(self) -> bool:
+        return self.clock() >= self._due
+
+    async def read(self) -> JobStats:
+        started = self.clock()
+        self.stats = await self.store.stats(self.name)
+        took = self.clock() - started
+        self._due = self.clock() + max(STATS_EVERY, took / STATS_SHARE)
+        return self.stats
 
 
 class _Stopper:

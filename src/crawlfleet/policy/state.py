@@ -29,30 +29,50 @@ def to_json(state: Any) -> dict[str, JsonScalar]:
     return out
 
 
+_Fields = tuple[frozenset[str], tuple[tuple[str, Any, Any], ...]]
+_FIELDS: dict[type[Any], _Fields] = {}
+
+
+def _fields(cls: type[Any]) -> _Fields:
+    """The field names of dataclass ``cls``, and for each in order: its type hint and the types
+    a value of it may have (an Enum class, or a tuple of types). Read once per class: resolving
+    the hints of a module with postponed annotations costs more than the rest of a
+    :func:`from_json`, and the store reads such states in every report."""
+    known = _FIELDS.get(cls)
+    if known is not None:
+        return known
+    hints = get_type_hints(cls)
+    fields = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        enum = isinstance(hint, type) and issubclass(hint, Enum)
+        fields.append((f.name, hint, hint if enum else (get_args(hint) or (hint,))))
+    found = _FIELDS[cls] = (frozenset(name for name, _, _ in fields), tuple(fields))
+    return found
+
+
 def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
     """An instance of dataclass ``cls`` from :func:`to_json`'s output; ``ValueError`` if the
     keys or value types do not match the fields."""
-    hints = get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    unknown = set(data) - set(names)
-    missing = set(names) - set(data)
-    if unknown or missing:
+    known, fields = _fields(cls)
+    if data.keys() != known:
+        unknown = set(data) - known
+        missing = known - set(data)
         raise ValueError(
             f"{cls.__name__}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}"
         )
     values: dict[str, Any] = {}
-    for name in names:
+    for name, hint, accepted in fields:
         value = data[name]
         if not isinstance(value, _SCALARS):
             raise ValueError(f"{cls.__name__}.{name}: {type(value).__name__} is not a scalar")
-        values[name] = _coerce(cls.__name__, name, hints[name], value)
+        values[name] = _coerce(cls.__name__, name, hint, accepted, value)
     return cls(**values)
 
 
-def _coerce(owner: str, name: str, hint: Any, value: JsonScalar) -> Any:
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return hint(value)  # ValueError for an unknown member
-    accepted = get_args(hint) or (hint,)
+def _coerce(owner: str, name: str, hint: Any, accepted: Any, value: JsonScalar) -> Any:
+    if not isinstance(accepted, tuple):
+        return accepted(value)  # an Enum: ValueError for an unknown member
     if isinstance(value, bool):
         ok = bool in accepted
     elif isinstance(value, int) and float in accepted and int not in accepted:

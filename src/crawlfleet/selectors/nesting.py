@@ -73,8 +73,9 @@ class Nesting:
 def over(markup: str | bytes, max_depth: int, max_work: int) -> str | None:
     """Why ``markup`` is too complex to parse (past ``max_depth`` levels or ``max_work``), or
     None. Cheap for most pages: fewer start tags of elements with content than ``max_depth``
-    cannot nest deeper (counted in C: every ``<`` but end tags, comments and void elements)."""
-    if _start_tags_at_most(markup) <= max_depth:
+    cannot nest deeper (counted in C: every ``<`` but end tags, comments and void elements,
+    each count only when the rougher ones before it do not settle it already)."""
+    if _start_tags_at_most(markup, max_depth) <= max_depth:
         return None
     found = measure(markup, max_depth=max_depth, max_work=max_work)
     if found.depth > max_depth:
@@ -84,13 +85,18 @@ def over(markup: str | bytes, max_depth: int, max_work: int) -> str | None:
     return None
 
 
-def _start_tags_at_most(markup: str | bytes) -> int:
-    """An upper bound of the start tags of non-void elements in ``markup``."""
+def _start_tags_at_most(markup: str | bytes, enough: int = -1) -> int:
+    """An upper bound of the start tags of non-void elements in ``markup``; a rougher one (each
+    ``<`` but end tags) as soon as that is at most ``enough``."""
     if isinstance(markup, str):
-        voids = len(_VOID_TAG_STR.findall(markup))
-        return markup.count("<") - markup.count("</") - markup.count("<!") - voids
-    voids = len(_VOID_TAG_BYTES.findall(markup))
-    return markup.count(b"<") - markup.count(b"</") - markup.count(b"<!") - voids
+        tags = markup.count("<") - markup.count("</")
+        if tags <= enough:
+            return tags
+        return tags - markup.count("<!") - len(_VOID_TAG_STR.findall(markup))
+    tags = markup.count(b"<") - markup.count(b"</")
+    if tags <= enough:
+        return tags
+    return tags - markup.count(b"<!") - len(_VOID_TAG_BYTES.findall(markup))
 
 
 def measure(markup: str | bytes, *, max_depth: int = 1 << 62, max_work: int = 1 << 62) -> Nesting:

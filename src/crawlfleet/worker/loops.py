@@ -55,6 +55,7 @@ IDLE_LEASE_GAP = 0.01
 #: least seconds before a report the store could not take is tried again
 REPORT_RETRY = 1.0
 #: a worker holding more leases than this lets a small report gather for ``report_interval``
+#: (a report is a store transaction and a WARC fsync: their cost is per report, not per page)
 GATHER_ABOVE = 16
 #: results in a row the store refused for a bug (not an outage) before the worker stops itself
 REFUSALS_TO_STOP = 3
@@ -347,7 +348,7 @@ class Worker:
         while True:
             await self._has_pending.wait()
             self._has_pending.clear()
-            if len(self._held) > GATHER_ABOVE and len(self._pending) < GATHER_ABOVE // 4:
+            if gathers(len(self._held), len(self._pending)):
                 await asyncio.sleep(self.settings.report_interval)
             await self._flush()
 
@@ -551,6 +552,14 @@ class Worker:
             task = self._task_of.pop(lease_id, None)
             if task is not None:
                 task.cancel()
+
+
+def gathers(held: int, pending: int) -> bool:
+    """Whether a report of ``pending`` results waits for more first: when the worker holds more
+    than :data:`GATHER_ABOVE` leases and fewer than a quarter of them are finished. A worker
+    with little in flight (a chain of pages, a polite domain) reports each page at once; a busy
+    one reports a share of its window at a time."""
+    return held > GATHER_ABOVE and pending < max(GATHER_ABOVE // 4, held // 4)
 
 
 def _contained(completion: Completion, exc: BaseException) -> Completion:
