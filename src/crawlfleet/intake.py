@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.model import DomainLimits, Job, JobSpec, NewRequest, RoutePlan, Run, RunKind
-from crawlfleet.notify.keeper import QUALITY_KEY
 from crawlfleet.spider import session_params_of
 from crawlfleet.spiders import SPIDER_NAME, spider_instance
 from crawlfleet.urls import credentials_by_origin, mask_credentials
@@ -161,6 +160,8 @@ def prepare(
                 f"spider {spider_cls.__name__} has no callback {seed.callback!r} "
                 f"(named by its start request {mask_credentials(seed.url)})"
             )
+    from crawlfleet.notify.keeper import QUALITY_KEY
+
     spec = _spec(name, spider_ref, spider_cls, settings, job_settings)
     spec = replace(spec, settings={**spec.settings, QUALITY_KEY: quality})
     return Intake(spec, seeds, spider_cls)
