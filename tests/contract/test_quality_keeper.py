@@ -134,3 +134,22 @@ async def test_a_clean_run_fires_nothing(frontier: Frontier, clock: FakeClock) -
     await keeper.tick()
     assert await frontier.outbox_events(kind="alert") == []
     assert len(await frontier.outbox_events(kind="run_finished")) == 1
+
+
+async def test_a_run_slow_to_profile_is_checked_less_often(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await _job(frontier)
+    await _crawl(frontier, 10, without_rating=0)
+    await frontier.enqueue("j", urls(2)[1:])  # the run goes on
+    (keeper,) = _keepers(frontier, clock, 1)
+    await keeper.tick()
+    row = json.loads((await frontier.profiles("j"))[0].profile)
+    # as if that check had taken 30 s: the next is due after 30 / CHECK_SHARE = 600 s
+    await frontier.save_profile("j", 1, json.dumps({**row, "took": 30.0}))
+    clock.advance(61)
+    await keeper.tick()
+    assert json.loads((await frontier.profiles("j"))[0].profile)["took"] == 30.0
+    clock.advance(540)
+    await keeper.tick()
+    assert json.loads((await frontier.profiles("j"))[0].profile)["at"] == clock.now

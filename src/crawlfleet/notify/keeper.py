@@ -45,6 +45,8 @@ log = logging.getLogger("crawlfleet.quality")
 QUALITY_KEY: Final = "_quality"
 #: alert keys of a run read back to know which breaches were alerted already
 ALERTS_READ: Final = 1000
+#: most share of the time the checks of a running run may take (reading its records)
+CHECK_SHARE: Final = 0.05
 
 
 def job_quality(rules: QualityRules, kinds: Mapping[str, str]) -> dict[str, Any]:
@@ -143,16 +145,21 @@ class QualityKeeper:
             if not closed:
                 await self.close(job, info)
             await self.feed_sinks(job, info)
-        elif self._may_claim(job.name, info.run) and await self.store.claim_check(
-            job.name, info.run, self.settings.quality.check_every
-        ):
-            await self.check(job, info)
+        else:
+            took = _took(rows[0].profile) if rows and rows[0].run == info.run else 0.0
+            # a check never takes more than CHECK_SHARE of the time: a run whose records take
+            # 30 s to profile is checked every 10 minutes, not every minute
+            every = max(self.settings.quality.check_every, took / CHECK_SHARE)
+            if self._may_claim(job.name, info.run, every) and await self.store.claim_check(
+                job.name, info.run, every
+            ):
+                await self.check(job, info)
 
-    def _may_claim(self, job: str, run: int) -> bool:
+    def _may_claim(self, job: str, run: int, every: float) -> bool:
         """Ask the store for a check at most every quarter of ``check_every`` (a claim is a
         write: every process of a fleet asking every few seconds would be many)."""
         now = self.clock()
-        gap = self.settings.quality.check_every / 4
+        gap = every / 4
         if now - self._claimed.get((job, run), -gap) < gap:
             return False
         self._claimed[(job, run)] = now
@@ -219,10 +226,12 @@ class QualityKeeper:
         return breaches, events, list(fired.values())
 
     async def check(self, job: Job, info: RunInfo) -> None:
+        started = time.monotonic()
         profile = await self.profile(job, info, final=False)
         _, events, alerts = await self._judge(job, profile)
+        took = time.monotonic() - started
         await self.store.save_profile(
-            job.name, info.run, _row(profile, alerts), final=False, events=events
+            job.name, info.run, _row(profile, alerts, took), final=False, events=events
         )
 
     async def close(self, job: Job, info: RunInfo) -> bool:
@@ -380,6 +389,14 @@ def _alerts_of(row: str | None) -> list[dict[str, Any]]:
     return [a for a in alerts if isinstance(a, dict) and "key" in a]
 
 
-def _row(profile: RunProfile, alerts: Sequence[Mapping[str, Any]]) -> str:
-    """What the store keeps of a run: its profile and the alerts fired in it so far."""
-    return dumps({**profile.to_json(), "alerts": list(alerts)})
+def _row(profile: RunProfile, alerts: Sequence[Mapping[str, Any]], took: float = 0.0) -> str:
+    """What the store keeps of a run: its profile, the alerts fired in it so far, and how long
+    the check took (seconds)."""
+    return dumps({**profile.to_json(), "alerts": list(alerts), "took": took})
+
+
+def _took(row: str) -> float:
+    try:
+        return float(json.loads(row).get("took") or 0.0)
+    except (ValueError, TypeError, AttributeError):
+        return 0.0
