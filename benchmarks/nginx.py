@@ -78,8 +78,10 @@ def start_nginx(
     timeout: float = 10.0,
     gzip: bool = False,
     tls: tuple[Path, Path] | None = None,
+    http2: bool = False,
 ) -> tuple[str, Callable[[], None]]:
     """Start nginx serving ``root``; returns its base URL and a function that stops it.
+    ``tls`` is ``(certificate, key)``: HTTPS; ``http2`` offers HTTP/2 beside HTTP/1.1 (ALPN).
 
     Raises ``RuntimeError`` (with nginx's error log) if it does not come up in ``timeout`` s.
     """
@@ -88,7 +90,8 @@ def start_nginx(
     for _ in range(3):  # the free port may be taken between probing and nginx binding it
         port = free_port()
         conf = tmp / "nginx.conf"
-        conf.write_text(_config(root.resolve(), tmp, port, access_log, gzip=gzip, tls=tls))
+        config = _config(root.resolve(), tmp, port, access_log, gzip=gzip, tls=tls, http2=http2)
+        conf.write_text(config)
         proc = subprocess.Popen(
             [NGINX, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
             stdout=subprocess.DEVNULL,
@@ -115,6 +118,7 @@ def _config(
     *,
     gzip: bool = False,
     tls: tuple[Path, Path] | None = None,
+    http2: bool = False,
 ) -> str:
     # A root master would switch its workers to "nobody", who may not read the site directory.
     user = "user root;\n" if os.geteuid() == 0 else ""
@@ -135,7 +139,7 @@ def _config(
         root=root,
         access_log=log,
         gzip=GZIP if gzip else "",
-        ssl=" ssl" if tls else "",
+        ssl=(" ssl http2" if http2 else " ssl") if tls else "",
         certificates=certificates,
     )
 

@@ -34,6 +34,8 @@
             ├── AddressRefused     resolves to a private/loopback address not allowed
             ├── UnsupportedScheme
             ├── InvalidURL         the URL (or a redirect's Location) cannot be parsed
+            ├── TlsError           the site's certificate is not trusted (self-signed, expired,
+            │                      another host's, an unknown authority) or TLS itself failed
             ├── RobotsDisallowed   robots.txt disallows the URL (on every redirect hop too)
             ├── RobotsUnavailable  a redirect target's robots.txt unreadable past the give-up
             ├── OutOfScope         a redirect leads off the crawl's scope and the request's host
@@ -183,6 +185,16 @@ class UnsupportedScheme(PermanentFetchError):
 
 class InvalidURL(PermanentFetchError):
     kind = "invalid_url"
+
+
+class TlsError(PermanentFetchError):
+    """The TLS handshake failed: the site's certificate is not trusted, or the two sides share
+    no protocol. The message says why in a few words (``self-signed certificate``,
+    ``certificate expired``, ``hostname mismatch``, ``unknown certificate authority``), the
+    same for every fetcher; trying again cannot help until the site or the trust changes
+    (``[fetch] ca_file``, ``SSL_CERT_FILE``, ``tls_verify = False``)."""
+
+    kind = "tls_error"
 
 
 class RobotsDisallowed(PermanentFetchError):

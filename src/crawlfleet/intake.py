@@ -40,13 +40,15 @@ class Intake:
 
     @property
     def kinds(self) -> list[str]:
-        """The fetcher kinds its workers need (``worker --kind``): a browser where the spider
-        or a seed asks for one (``auto`` may escalate to it), else HTTP alone."""
+        """The fetcher kinds its workers need (``worker --kind``): the spider's and its seeds'
+        (``auto`` climbs to the impersonating fetcher and the browser), and HTTP (robots.txt)."""
         from crawlfleet.model import KINDS, kind_of
 
         wanted = {kind_of(s.fetcher) for s in self.seeds} | {"http"}
-        if self.spider_cls.fetcher in ("browser", "auto"):
-            wanted.add("browser")
+        if self.spider_cls.fetcher == "auto":
+            wanted.update(KINDS)
+        else:
+            wanted.add(kind_of(self.spider_cls.fetcher))
         return [k for k in KINDS if k in wanted]
 
 

@@ -52,12 +52,14 @@ __all__ = [
 
 #: fetcher kinds a worker can run (``worker --kind``); a request's ``fetcher`` of ``auto`` (or
 #: none) starts as ``http``
-KINDS = ("http", "browser")
+KINDS = ("http", "impersonate", "browser")
+#: the rungs of ``auto``'s ladder, cheapest first: each costs more and passes more bot walls
+LADDER = KINDS
 
 
 def kind_of(fetcher: str | None) -> str:
     """The worker kind that runs a request of fetcher ``fetcher`` (None and ``auto``: http)."""
-    return "browser" if fetcher == "browser" else "http"
+    return fetcher if fetcher == "browser" or fetcher == "impersonate" else "http"
 
 
 class Outcome(StrEnum):
@@ -99,6 +101,7 @@ class DeadReason(StrEnum):
     EMPTY = "empty"  # an empty 2xx page, twice
     ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt unreadable past the give-up time
     OUT_OF_SCOPE = "out_of_scope"  # a redirect off the crawl's scope
+    TLS_ERROR = "tls_error"  # the site's certificate is not trusted (or no TLS in common)
     BAD_SITEMAP = "bad_sitemap"  # a page fetched as a sitemap is not one (crawlfleet.sitemap)
 
 
@@ -302,7 +305,8 @@ class Completion:
     elapsed: float = 0.0  # response time (seconds): the domain's latency
     nbytes: int = 0
     started_at: float | None = None  # when the request was sent (store clock)
-    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser")
+    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser"), or its
+    #: domain's rung on the ladder: ("", "http" | "impersonate" | "browser")
     page_type: tuple[str, str] | None = None
     #: the page's recrawl state to keep (None: as it was) and what this visit found
     page: Mapping[str, Any] | None = None
@@ -332,9 +336,10 @@ class Failure:
     #: what the attempt says of its route, for its breaker ("block", "error", "refused"; None:
     #: nothing, e.g. the origin's own 5xx or timeout)
     route_signal: str | None = None
-    #: fetch it again with this fetcher (an ``auto`` page that needs the browser)
+    #: fetch it again with this fetcher (an ``auto`` page that needs the browser, or a rung up)
     refetch_with: str | None = None
-    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser")
+    #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser"), or its
+    #: domain's rung on the ladder: ("", "impersonate" | "browser")
     page_type: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:

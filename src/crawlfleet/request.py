@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from crawlfleet.urls import join
 
-FETCHERS = ("http", "browser", "auto")
+FETCHERS = ("http", "impersonate", "browser", "auto")
 
 Callback = Callable[..., Any] | str
 #: a form's fields: a mapping (a list value repeats the field) or ``(name, value)`` pairs;

@@ -53,7 +53,13 @@ class Spider:
 
     * ``item``: a pydantic model; every record is validated against it (invalid → quarantine).
     * ``item_key``: field name (or tuple of names) identifying a record; a refetch updates it.
-    * ``fetcher``: ``"http"`` | ``"browser"`` | ``"auto"``.
+    * ``fetcher``: ``"http"`` | ``"impersonate"`` (a browser's TLS and HTTP/2 fingerprint,
+      without a browser) | ``"browser"`` | ``"auto"`` (the cheapest that works, learnt per
+      domain and page type: http, then impersonate, then the browser).
+    * ``impersonate``: the impersonating fetcher's browser (``"chrome"``, ``"safari"``,
+      ``"firefox"`` or a curl_cffi target); None: ``[fetch] impersonate``.
+    * ``tls_verify``: False accepts any certificate (a warning once per host); None:
+      ``[fetch] tls_verify``.
     * ``allowed_domains``: hosts (and their subdomains) the crawl may follow links to; defaults to
       the hosts of ``start_urls``.
     * ``domain_concurrency`` / ``domain_rate``: politeness, enforced across the whole fleet.
@@ -111,6 +117,8 @@ class Spider:
     max_attempts: ClassVar[int] = 5
     allow_private_addresses: ClassVar[bool] = False
     skip_duplicate_content: ClassVar[bool] = False
+    tls_verify: ClassVar[bool | None] = None
+    impersonate: ClassVar[str | None] = None
     #: browser pages (``fetcher = "browser"`` or ``"auto"``): a CSS selector the browser waits
     #: for before the DOM is read (a request's ``meta["wait_for"]`` overrides it); several
     #: selectors separated by commas wait for whichever appears first

@@ -189,6 +189,32 @@ async def test_lease__a_worker_gets_only_requests_of_its_fetcher_kinds(
     assert browser[0].fetcher == "browser"
 
 
+async def test_lease__a_request_sent_up_the_ladder_goes_to_a_worker_of_its_rung(
+    frontier: Frontier,
+) -> None:
+    await job(frontier)
+    await frontier.enqueue(
+        "j",
+        [
+            req("http://a.test/walled", fetcher="auto"),
+            req("http://a.test/i", fetcher="impersonate"),
+        ],
+    )
+    assert [x.url for x in await frontier.lease("I", 10, TTL, kinds=["impersonate"])] == [
+        "http://a.test/i"
+    ]
+    (walled,) = await frontier.lease("H", 10, TTL, kinds=["http"])
+    climbed = Failure(
+        walled.ref, "blocked on http", retry_at=0.0, count_attempt=False,
+        refetch_with="impersonate", page_type=("", "impersonate"),
+    )  # fmt: skip
+    await frontier.report("H", failed=[climbed])
+    assert await frontier.lease("H", 10, TTL, kinds=["http", "browser"]) == []
+    (again,) = await frontier.lease("I", 10, TTL, kinds=["impersonate"])
+    assert (again.url, again.fetcher, again.attempts) == ("http://a.test/walled", "impersonate", 1)
+    assert (await frontier.page_types("j"))[("a.test", "")] == "impersonate"
+
+
 async def test_stats__final_answers_are_done_and_counted_gone(frontier: Frontier) -> None:
     await job(frontier)
     await frontier.enqueue("j", urls(3))

@@ -342,7 +342,8 @@ async def test_a_hung_page_times_out_and_the_pool_goes_on(shop: str, module_tmp:
         started = time.monotonic()
         with pytest.raises(FetchTimeout):
             await fetcher.render(f"{shop}/js/stuck/{sku}")  # its load event never comes
-        assert 0.9 < time.monotonic() - started < 3.0  # the navigation deadline
+        # the navigation deadline (1 s), far from a wait for the load event (slow when busy)
+        assert 0.9 < time.monotonic() - started < 10.0
         assert pool.stats.contexts_closed["timeout"] == 1 and pool.contexts() == []
         # Closing the context closed its connections: the stalled request ended server-side.
         statuses = await _wait_for_status(h, shop, "204")
@@ -358,7 +359,7 @@ async def test_a_hung_page_times_out_and_the_pool_goes_on(shop: str, module_tmp:
             started = time.monotonic()
             with pytest.raises(FetchTimeout):
                 await fetcher.render(f"{shop}/js/product/{sku}", actions=action)
-            assert time.monotonic() - started < 3.5  # the total deadline, not the action's 30 s
+            assert time.monotonic() - started < 10.0  # the total deadline, not the action's 30 s
         with pytest.raises(FetchTimeout):
             await fetcher.render(f"{shop}/js/product/{sku}", wait_for="#never-there")
         assert pool.stats.contexts_closed["timeout"] == 4

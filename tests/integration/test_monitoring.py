@@ -277,7 +277,8 @@ def test_metrics__after_a_crawl_with_faults_every_metric_has_the_value_the_crawl
     assert c.paced, "the paced domain never had a ready request waiting"
     oldest = max(c.paced)
     assert oldest[0] >= 2.0 and oldest[2] > 0
-    assert all(abs(mine - store) < 2.0 for mine, store, _, _ in c.paced), c.paced
+    # read a moment apart (serve's scrape, then the store): on a busy machine seconds apart
+    assert all(abs(mine - store) < 5.0 for mine, store, _, _ in c.paced), c.paced
     assert any(alerts >= 1 for *_, alerts in c.paced), "oldest_queued_age never fired"
 
     # crawl's live line (plain text off a terminal) and status agree with the store

@@ -452,3 +452,104 @@ async def test_plain_text_4xx__its_first_line_goes_with_the_failure(h: Harness) 
     verdict = await h.run("/forbidden")
     assert isinstance(verdict, Failure)
     assert verdict.error == "HTTP 403: 403 Forbidden: CSRF token missing or wrong"
+
+
+# -- the ladder: http -> impersonate -> browser ---------------------------------------------
+
+CHALLENGE = (
+    b"<html><head><title>Just a moment...</title><script>window._cf_chl_opt={}</script>"
+    b"</head><body>Checking your browser</body></html>"
+)
+
+
+def walled(request: FetchRequest) -> FetchResult:
+    """A bot wall that answers a 403 challenge to everything: whichever fetcher asks."""
+    if request.url.endswith("/busy"):
+        return page(request.url, 429, b"<html><body>slow down</body></html>")
+    return page(request.url, 403, CHALLENGE)
+
+
+def ladder(h: Harness, handlers: dict[str, Any]) -> None:
+    h.job.runtime = JobRuntime(h.job.runtime.job, AutoShop)
+    fetchers = [ScriptedFetcher(handler, kind=kind) for kind, handler in handlers.items()]
+    h.job = replace(h.job, fetchers=FetcherPool(fetchers))
+
+
+@pytest.mark.parametrize(("fetcher", "up"), [("auto", "impersonate"), ("impersonate", "browser")])
+async def test_ladder__a_challenged_page_climbs_a_rung_and_raises_its_domain(
+    tmp_path: Path, clock: FakeClock, fetcher: str, up: str
+) -> None:
+    h = Harness(tmp_path, clock)
+    try:
+        ladder(h, {"http": walled, "impersonate": walled, "browser": walled})
+        verdict = await h.pipeline.run(h.job, replace(h.lease("/"), fetcher=fetcher))
+        assert isinstance(verdict, Failure)
+        assert (verdict.refetch_with, verdict.count_attempt) == (up, False)
+        assert verdict.page_type == ("", up)  # the domain's rung, for the fleet
+        assert h.job.runtime.page_types[("shop.test", "")] == up
+        event = h.attempts[-1]
+        assert (event.outcome, event.fetcher) == (
+            Outcome.BLOCKED,
+            "http" if fetcher == "auto" else fetcher,
+        )
+        again = await h.pipeline.run(h.job, replace(h.lease("/p/1"), fetcher=fetcher))
+        assert isinstance(again, Failure) and again.refetch_with == up
+        assert again.page_type is None, "the domain's rung is stored once"
+    finally:
+        h.job.warc.close()
+
+
+async def test_ladder__the_top_rung_and_load_do_not_climb(tmp_path: Path, clock: FakeClock) -> None:
+    h = Harness(tmp_path, clock)
+    try:
+        ladder(h, {"http": walled, "browser": walled})
+        on_top = await h.pipeline.run(h.job, replace(h.lease("/"), fetcher="browser"))
+        assert isinstance(on_top, Failure) and on_top.refetch_with is None  # retried as a block
+        busy = await h.pipeline.run(h.job, replace(h.lease("/busy"), fetcher="auto"))
+        assert isinstance(busy, Failure) and busy.refetch_with is None  # a 429 is pacing's
+        assert ("shop.test", "") not in h.job.runtime.page_types
+    finally:
+        h.job.warc.close()
+
+
+async def test_ladder__a_spider_that_is_not_auto_never_climbs(h: Harness) -> None:
+    h.fetcher.handler = walled
+    verdict = await h.run("/")
+    assert isinstance(verdict, Failure) and verdict.refetch_with is None
+    assert verdict.outcome is Outcome.BLOCKED
+
+
+async def test_ladder__a_probe_down_that_gets_through_lowers_the_domain(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    h = Harness(tmp_path, clock)
+    try:
+        ladder(h, {"http": handler, "impersonate": handler})
+        h.job.runtime.page_types[("shop.test", "")] = "impersonate"
+        on_rung = await h.pipeline.run(h.job, replace(h.lease("/p/1"), fetcher="impersonate"))
+        assert isinstance(on_rung, Completion) and on_rung.page_type is None
+        probe = await h.pipeline.run(h.job, replace(h.lease("/p/2"), fetcher="auto"))
+        assert isinstance(probe, Completion) and probe.records
+        assert probe.page_type == ("", "http")
+        assert h.job.runtime.page_types[("shop.test", "")] == "http"
+    finally:
+        h.job.warc.close()
+
+
+async def test_ladder__pages_of_a_type_being_judged_wait_for_the_judgement(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    h = Harness(tmp_path, clock)
+    try:
+        ladder(h, {"http": js_handler, "browser": js_handler})
+        first = await h.pipeline.run(h.job, replace(h.lease("/js"), fetcher="auto"))
+        assert isinstance(first, Failure) and first.refetch_with == "browser"
+        second = await h.pipeline.run(h.job, replace(h.lease("/js"), fetcher="auto"))
+        assert isinstance(second, Failure) and second.refetch_with is None
+        assert second.count_attempt is False and second.retry_at is not None
+        assert second.retry_at > clock()  # fetched again raw once the type is judged
+        h.job.runtime.page_types[("shop.test", "shop.test/js")] = "browser"
+        judged = await h.pipeline.run(h.job, replace(h.lease("/js"), fetcher="auto"))
+        assert isinstance(judged, Failure) and judged.refetch_with == "browser"
+    finally:
+        h.job.warc.close()

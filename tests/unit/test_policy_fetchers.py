@@ -6,7 +6,17 @@ import hashlib
 
 import pytest
 
-from crawlfleet.policy.fetchers import PROBE_EVERY, fetcher_for, probes_back
+from crawlfleet.policy.fetchers import (
+    LADDER,
+    PROBE_EVERY,
+    climbs,
+    fetcher_for,
+    higher,
+    probes_back,
+    probes_down,
+    rung_above,
+    rung_of,
+)
 
 FPS = [hashlib.sha1(str(i).encode()).digest() for i in range(4096)]
 
@@ -45,3 +55,66 @@ def test_the_probe_share_follows_every() -> None:
     assert all(probes_back(fp, 1) for fp in FPS[:64])
     assert sum(probes_back(fp, 2) for fp in FPS) == pytest.approx(len(FPS) / 2, rel=0.1)
     assert sum(probes_back(fp, 256) for fp in FPS) < sum(probes_back(fp, 16) for fp in FPS)
+
+
+# -- the ladder: http -> impersonate -> browser, per domain ----------------------------------
+
+
+def on(domain_rung: str | None, needs: str | None, fp: bytes, suspected: bool = False) -> str:
+    return fetcher_for("auto", needs, suspected=suspected, fingerprint=fp, domain_rung=domain_rung)
+
+
+def test_a_domain_raised_to_impersonate_starts_there_and_one_in_probe_every_probes_down() -> None:
+    picks = [on("impersonate", None, fp) for fp in FPS]
+    assert set(picks) == {"impersonate", "auto"}
+    assert abs(picks.count("auto") / len(FPS) - 1 / PROBE_EVERY) < 0.015
+    assert all((p == "auto") == probes_down(fp) for p, fp in zip(picks, FPS, strict=True))
+    # the page type's need still wins: a browser type goes to the browser but for its probes
+    # back, which go to the domain's rung (or below it, for a probe down)
+    typed = [on("impersonate", "browser", fp) for fp in FPS]
+    assert set(typed) == {"browser", "impersonate", "auto"}
+    assert all((t == "browser") == (not probes_back(fp)) for t, fp in zip(typed, FPS, strict=True))
+
+
+def test_a_domain_raised_to_the_browser_sends_everything_there_but_its_probes() -> None:
+    picks = [on("browser", "http", fp) for fp in FPS]
+    assert set(picks) == {"browser", "impersonate"}  # the probe down is one rung down
+    assert {on(None, "http", fp) for fp in FPS} == {on("http", "http", fp) for fp in FPS}
+
+
+def test_the_two_probes_are_independent() -> None:
+    both = sum(probes_back(fp) and probes_down(fp) for fp in FPS)
+    assert both < sum(probes_back(fp) for fp in FPS) / 4
+
+
+@pytest.mark.parametrize(
+    ("reason", "climb"),
+    [
+        ("vendor:cloudflare", True),
+        ("generic:captcha", True),
+        ("status:403", True),
+        ("structure:no-text", True),
+        ("spider", True),
+        ("status:429", False),  # load: pacing's, not the ladder's
+        ("status:503", False),
+        ("empty", False),
+        ("structure:scripts-only", False),  # the page type's need, judged in the browser
+        ("", False),
+        (None, False),
+    ],
+)
+def test_what_climbs(reason: str | None, climb: bool) -> None:
+    assert climbs(reason) is climb
+
+
+def test_the_rungs() -> None:
+    assert [rung_of(f) for f in ("auto", None, "http", "impersonate", "browser")] == [
+        "http",
+        "http",
+        "http",
+        "impersonate",
+        "browser",
+    ]
+    assert [rung_above(r) for r in LADDER] == ["impersonate", "browser", None]
+    assert higher("impersonate", "http") == "impersonate" and higher(None, "browser") == "browser"
+    assert higher("http", None) == "http" and higher(None, None) is None

@@ -27,6 +27,12 @@ from crawlfleet.cli.common import fail, one_line_errors, pairs, run_loop, settin
     is_flag=True,
     help="Fetch with the browser fetcher (the system's Chromium); the body is the rendered DOM.",
 )
+@click.option(
+    "--impersonate",
+    is_flag=True,
+    help="Fetch with the impersonating fetcher: a browser's TLS and HTTP/2 fingerprint and "
+    "headers, without a browser (-s impersonate=safari picks the browser).",
+)
 @click.pass_context
 @one_line_errors
 def fetch(
@@ -37,8 +43,13 @@ def fetch(
     spider: str | None,
     set_: tuple[str, ...],
     browser: bool,
+    impersonate: bool,
 ) -> None:
     """Fetch URL through crawlfleet's HTTP fetcher and show what a crawl would see.
+
+    A certificate the fetcher does not trust is one line saying why (tls_error: self-signed
+    certificate, certificate expired, hostname mismatch...): trust its authority with
+    [fetch] ca_file or SSL_CERT_FILE, or pass -s tls_verify=false.
 
     The status line, the verdict a crawl would give the page (ok, blocked and why, gone,
     retryable_error...) and the headers go to stderr; the body (decompressed; with --browser,
@@ -52,7 +63,8 @@ def fetch(
     spider_cls = tool_spider(spider, {}, custom)
     s = settings(ctx, run_settings(custom))
     try:
-        page = run_loop(fetch_page(url, s, spider_cls, browser=browser))
+        kind = "browser" if browser else "impersonate" if impersonate else None
+        page = run_loop(fetch_page(url, s, spider_cls, fetcher=kind))
     except FetchFailed as exc:
         fail(str(exc), code=1)
     click.echo(describe(page), err=True)

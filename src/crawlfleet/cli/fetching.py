@@ -55,13 +55,18 @@ def run_settings(custom: Mapping[str, str]) -> dict[str, object]:
     """The ``-s`` keys that are settings (Scrapy's mapped to them): for the fetcher."""
     from crawlfleet.config.custom_settings import split_custom_settings
 
-    return dict(split_custom_settings(custom).settings)
+    split = split_custom_settings(custom)
+    out: dict[str, object] = dict(split.settings)
+    for name in ("tls_verify", "impersonate"):  # spider attributes, and [fetch] keys
+        if name in split.attributes:
+            out[f"fetch.{name}"] = split.attributes[name]
+    return out
 
 
 def fetch_settings(settings: Settings, url: str, spider_cls: type[Spider] | None) -> FetchSettings:
     """The fetcher's settings: the worker's, the spider's ``custom_settings`` applied; the URL's
     host may be loopback or private (the user named it), as a crawl's start URLs may."""
-    from crawlfleet.fetch.http import FetchSettings
+    from crawlfleet.worker.jobs import fetch_settings_of
 
     s = (
         for_spider(settings, spider_cls.custom_settings, spider_cls.name)
@@ -73,15 +78,7 @@ def fetch_settings(settings: Settings, url: str, spider_cls: type[Spider] | None
         from crawlfleet.spiders import spider_instance
 
         hosts |= spider_instance(spider_cls).seed_hosts()
-    return FetchSettings(
-        timeout=s.fetch_timeout,
-        max_body=s.max_body,
-        max_redirects=s.max_redirects,
-        user_agent=s.user_agent,
-        concurrency=4,
-        allow_private_addresses=bool(spider_cls and spider_cls.allow_private_addresses),
-        private_ok_hosts=frozenset(hosts),
-    )
+    return fetch_settings_of(s, spider_cls, hosts=hosts, concurrency=4)
 
 
 async def fetch_page(
@@ -91,10 +88,12 @@ async def fetch_page(
     *,
     body: bytes | None = None,
     browser: bool = False,
+    fetcher: str | None = None,
 ) -> Page:
-    """Fetch ``url`` with the HTTP fetcher, or the browser fetcher (``browser``, or a spider
-    whose ``fetcher`` is ``"browser"``), or take ``body`` as its response (a saved page)."""
-    from crawlfleet.errors import FetchError
+    """Fetch ``url`` with the HTTP fetcher, or the ``fetcher`` kind asked for (``browser``,
+    ``impersonate``; a spider's own ``fetcher`` otherwise), or take ``body`` as its response
+    (a saved page)."""
+    from crawlfleet.errors import FetchError, TlsError
     from crawlfleet.fetch.base import FetchRequest, FetchResult
 
     if urlsplit(url).scheme not in ("http", "https"):
@@ -104,29 +103,43 @@ async def fetch_page(
         result = FetchResult(url, 200, "OK", "HTTP/1.1", headers, body, 0.0, None, [])
         return _page(result, url, spider_cls)
     fs = fetch_settings(settings, url, spider_cls)
-    browser = browser or (spider_cls is not None and spider_cls.fetcher == "browser")
-    fetcher = await _open_fetcher(fs, browser)
+    kind = fetcher or ("browser" if browser else None)
+    if kind is None and spider_cls is not None and spider_cls.fetcher != "auto":
+        kind = spider_cls.fetcher
+    opened = await _open_fetcher(fs, kind or "http")
     try:
-        result = await fetcher.fetch(FetchRequest(url))
+        result = await opened.fetch(FetchRequest(url))
+    except TlsError as exc:
+        raise FetchFailed(
+            f"cannot fetch {url}: tls_error: {exc}; trust its authority with [fetch] ca_file "
+            "or SSL_CERT_FILE, or pass -s tls_verify=false"
+        ) from None
     except FetchError as exc:
         raise FetchFailed(f"cannot fetch {url}: {exc} ({exc.kind})") from None
     finally:
-        await fetcher.close()
+        await opened.close()
     return _page(result, url, spider_cls)
 
 
-async def _open_fetcher(fs: FetchSettings, browser: bool) -> Fetcher:
-    """The HTTP fetcher, or the browser fetcher on a Chromium of its own (with the same
-    address guard), started: the fetcher port, as a worker's pool holds them."""
+async def _open_fetcher(fs: FetchSettings, kind: str) -> Fetcher:
+    """The fetcher of ``kind`` (``http``, ``impersonate``, ``browser``: on a Chromium of its
+    own, with the same address guard and trust), started: the fetcher port, as a worker's pool
+    holds them."""
     from crawlfleet.fetch.http import HttpClient, HttpFetcher
 
-    if not browser:
+    if kind == "impersonate":
+        from crawlfleet.fetch.impersonate import ImpersonateClient, ImpersonateFetcher
+
+        impersonating = ImpersonateFetcher(ImpersonateClient(fs))
+        await impersonating.client.start()
+        return impersonating
+    if kind != "browser":
         http = HttpFetcher(HttpClient(fs))
         await http.client.start()
         return http
     from crawlfleet.fetch.browser import BrowserFetcher, BrowserSettings
 
-    chromium = BrowserFetcher(BrowserSettings(), guard=fs)
+    chromium = BrowserFetcher(BrowserSettings(ca_file=fs.ca_file), guard=fs)
     await chromium.start()
     return chromium
 

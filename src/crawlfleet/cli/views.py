@@ -154,6 +154,7 @@ def fleet_lines(ov: Overview) -> list[str]:
             f"  {d.domain}: backlog {d.backlog:,} (oldest {duration(d.oldest_age)}) · in flight "
             f"{d.in_flight}/{d.max_in_flight} · delay {d.delay:.3f}s · recent block rate "
             f"{share(d.block_ratio if d.recent_attempts else None)} · {d.pages:,.0f} pages"
+            + (f" · by {d.rungs_line()}" if d.rungs else "")
         )
     if len(ov.domains) > LISTED:
         lines.append(f"  +{len(ov.domains) - LISTED} more domains")

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     default="http",
     show_default=True,
     metavar="KINDS",
-    help="Fetchers this worker runs, comma-separated (http, browser: the system's Chromium); "
-    "it leases only requests of those kinds.",
+    help="Fetchers this worker runs, comma-separated (http; impersonate: a browser's TLS and "
+    "HTTP/2 fingerprint without a browser; browser: the system's Chromium); it leases only "
+    "requests of those kinds.",
 )
 @click.option(
     "--spiders",

@@ -75,6 +75,11 @@ optional; an unknown key or section is an error that names the nearest known one
     alert_validation_rate = 0.05  # alert: share of a job's records that failed validation
     alive_after = 30.0        # a worker not heard of for this long is gone
 
+    [fetch]                   # HTTPS and impersonation (every fetcher of a job)
+    ca_file = ""              # PEM authorities trusted besides the system's and SSL_CERT_FILE's
+    tls_verify = true         # false: certificates are not checked (warned once per host)
+    impersonate = "chrome"    # the impersonating fetcher's browser: chrome, safari, firefox
+
     [browser]                 # the Chromium pool of a worker running the browser kind
     executable = "/usr/bin/chromium"
     contexts = 4              # N: pages in flight, each context one session identity
@@ -133,6 +138,7 @@ from crawlfleet.config.sections import (
     DEFAULT_SPOOL,
     BrowserSection,
     ControlSettings,
+    FetchSection,
     PacingSettings,
     RetrySettings,
     RoutesSettings,
@@ -149,6 +155,7 @@ __all__ = [
     "JOB_SECTIONS",
     "BrowserSection",
     "ControlSettings",
+    "FetchSection",
     "PacingSettings",
     "RetrySettings",
     "RoutesSettings",

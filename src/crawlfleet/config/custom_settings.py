@@ -90,6 +90,13 @@ def _fetcher(value: Any) -> str:
     return str(value)
 
 
+def _profile(value: Any) -> str:
+    from crawlfleet.fetch.profiles import check_profile
+
+    check_profile(str(value))
+    return str(value)
+
+
 #: spider attributes settable from custom_settings / -s, with their converters
 SPIDER_ATTRIBUTES: Final[dict[str, Callable[[Any], Any]]] = {
     "obey_robots": _bool,
@@ -99,6 +106,8 @@ SPIDER_ATTRIBUTES: Final[dict[str, Callable[[Any], Any]]] = {
     "allow_private_addresses": _bool,
     "skip_duplicate_content": _bool,
     "fetcher": _fetcher,
+    "tls_verify": _bool,
+    "impersonate": _profile,
     "max_depth": _limit,
     "max_url_length": _int,
     "max_repeated_segments": _int,

@@ -15,6 +15,7 @@ from typing import Any, Final
 from crawlfleet.config.sections import (
     BrowserSection,
     ControlSettings,
+    FetchSection,
     NotifySettings,
     PacingSettings,
     QualitySettings,
@@ -47,11 +48,12 @@ SECTIONS: Final[dict[str, type]] = {
     "browser": BrowserSection,
     "quality": QualitySettings,
     "notify": NotifySettings,
+    "fetch": FetchSection,
 }
 #: fields of a section that are not settings (the pacing limits come from each domain's row)
 NOT_KEYS: Final = {"pacing": {"min_delay", "max_concurrency"}}
 #: sections a spider's ``custom_settings`` (and a job's ``-s``) may change for its own job
-JOB_SECTIONS: Final = frozenset({"store", "worker", "retry", "quality"})
+JOB_SECTIONS: Final = frozenset({"store", "worker", "retry", "fetch", "quality"})
 
 
 # -- keys -----------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BrowserSection",
     "ControlSettings",
+    "FetchSection",
     "NotifySettings",
     "PacingSettings",
     "QualitySettings",
@@ -150,6 +151,21 @@ class TrapSettings(TrapRules):
     host_page_budget: int | None = 100_000
     pattern_budget: int | None = 10_000
     max_links_per_page: int | None = 10_000
+
+
+@dataclass(frozen=True)
+class FetchSection:
+    """``[fetch]``: HTTPS and impersonation, for every fetcher of a job (a spider's
+    ``tls_verify`` and ``impersonate`` attributes win over these)."""
+
+    ca_file: str = ""
+    """A PEM file of authorities trusted besides the system's and ``SSL_CERT_FILE`` /
+    ``SSL_CERT_DIR``'s (a private CA, a TLS-inspecting proxy)."""
+    tls_verify: bool = True
+    """False: certificates are not checked (a warning once per host)."""
+    impersonate: str = "chrome"
+    """The impersonating fetcher's browser: ``chrome``, ``safari``, ``firefox`` (a recent
+    version each, one per session) or one of curl_cffi's targets (``chrome146``)."""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -12,6 +13,7 @@ from crawlfleet.config.sections import (
     DEFAULT_QUEUE,
     BrowserSection,
     ControlSettings,
+    FetchSection,
     NotifySettings,
     PacingSettings,
     QualitySettings,
@@ -48,6 +50,7 @@ class Settings:
     quality: QualitySettings = field(default_factory=QualitySettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
     sinks: tuple[SinkSettings, ...] = ()
+    fetch: FetchSection = field(default_factory=FetchSection)
 
     __repr__ = masked_repr
 
@@ -80,8 +83,20 @@ class Settings:
                 f"not {w.cache_memory}"
             )
         check_raw_url(self.store.raw)
+        self._check_fetch()
         self.pacing_config()
         return self
+
+    def _check_fetch(self) -> None:
+        from crawlfleet.fetch.profiles import check_profile
+
+        f = self.fetch
+        if f.ca_file and not os.path.isfile(f.ca_file):
+            raise ConfigError(f"fetch.ca_file {f.ca_file!r} is not a file")
+        try:
+            check_profile(f.impersonate)
+        except ValueError as exc:
+            raise ConfigError(f"fetch.impersonate: {exc}") from None
 
     def pacing_config(self) -> PacingConfig:
         """The ``[pacing]`` section as the store applies it (per-domain limits come from rows)."""

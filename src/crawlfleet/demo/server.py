@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 import secrets
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -305,22 +306,24 @@ async def start_demo_server(
     port: int = 0,
     *,
     also: Sequence[str] = (),
+    ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[str, web.AppRunner]:
     """Serve the shop on ``host:port`` (0 = a free port); returns its base URL and the runner.
 
     ``also`` names more addresses (e.g. ``127.0.0.2``) serving the very same shop on the same
     port: one site with the same pages under several host names, as mirrors and sites that share
-    templates are. Their base URLs are :func:`base_urls` of the runner. Call
-    ``await runner.cleanup()`` to stop it.
+    templates are. Their base URLs are :func:`base_urls` of the runner. ``ssl_context``
+    serves HTTPS. Call ``await runner.cleanup()`` to stop it.
     """
     runner = web.AppRunner(make_app(catalog, faults), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()
     bound_port = runner.addresses[0][1]
     for extra in also:
-        await web.TCPSite(runner, extra, bound_port).start()
-    return base_urls(runner)[0], runner
+        await web.TCPSite(runner, extra, bound_port, ssl_context=ssl_context).start()
+    base = base_urls(runner)[0]
+    return ("https" + base[4:] if ssl_context is not None else base), runner
 
 
 def base_urls(runner: web.AppRunner) -> list[str]:

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import ada_url
 import aiohttp
 import aiohttp_socks
 from aiohttp.http_exceptions import LineTooLong
@@ -60,13 +59,14 @@ from crawlfleet.errors import (
     ProxyError,
     TooLarge,
     TooManyRedirects,
-    UnsupportedScheme,
 )
 from crawlfleet.fetch.base import FetchRequest, FetchResult, HopCheck
 from crawlfleet.fetch.base import mask_url as _mask
 from crawlfleet.fetch.deadlines import Deadlines
-from crawlfleet.fetch.guard import GuardedResolver, check_literal_host, host_may_be_private
+from crawlfleet.fetch.guard import GuardedResolver, host_may_be_private
+from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, as_given, checked_url, redirected
 from crawlfleet.fetch.limits import ACCEPT_ENCODING, BodyDecoder
+from crawlfleet.fetch.tls import PROTOCOL, ssl_context, tls_error, verify_failure
 from crawlfleet.urls import mask_credentials
 
 if TYPE_CHECKING:
@@ -78,14 +78,9 @@ MiB = 1024 * KiB
 
 DEFAULT_USER_AGENT = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet)"
 READ_CHUNK = 64 * KiB
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_SCHEMES = frozenset({"http", "https"})
-# Credentials for one origin must not travel to another (RFC 9110 §15.4, httpx, requests).
-_ORIGIN_BOUND_HEADERS = ("Authorization", "Cookie")
 # aiohttp reports header overflows as a generic 400 parse error (re-wrapped, so the original
 # LineTooLong is often lost); its messages are the only stable signal.
 _HEADER_OVERFLOW_MARKERS = ("Got more than", "Too many headers", "too long", "Header overflow")
-_BODY_HEADERS = ("Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding")
 _PROXY_SCHEMES = frozenset({"http", "https", "socks5"})
 # A target host checked for a proxied fetch stays checked this long (like the DNS cache).
 _TARGET_CHECK_TTL = 60.0
@@ -111,8 +106,13 @@ class FetchSettings:
     private_ok_hosts: frozenset[str] = frozenset()
     """Hosts (lower-case) that may be loopback/private: the ones named in ``start_urls``."""
     ca_file: str | None = None
-    """A PEM file of certificate authorities to trust besides the system's (a TLS-inspecting
-    corporate proxy, a test CA)."""
+    """A PEM file of certificate authorities to trust besides the system's and those of
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` (a TLS-inspecting corporate proxy, a private CA)."""
+    tls_verify: bool = True
+    """Check certificates (False: any certificate passes, with a warning once per host)."""
+    impersonate: str = "chrome"
+    """The impersonating fetcher's browser profile: a family (``chrome``, ``safari``,
+    ``firefox``) or one of curl_cffi's targets (``chrome146``); see ``fetch.profiles``."""
 
 
 class HttpFetcher:
@@ -192,10 +192,7 @@ class HttpClient:
         """Open the connection pool (must run inside the event loop that will fetch)."""
         s = self.settings
         self._resolver = GuardedResolver(s)
-        if s.ca_file is not None:
-            context = ssl.create_default_context()
-            context.load_verify_locations(cafile=s.ca_file)
-            self._ssl = context
+        self._ssl = ssl_context(s.ca_file, verify=s.tls_verify)
         self._session = self._new_session(aiohttp.TCPConnector(**self._connector_args()))
 
     def _connector_args(self) -> dict[str, Any]:
@@ -265,7 +262,7 @@ class HttpClient:
         """
         if self._session is None:
             raise RuntimeError("HttpClient used outside 'async with' (or after close)")
-        request = _Request(
+        request = Hop(
             url=self._checked(as_given(url)),
             method=method.upper(),
             headers=_without_proxy_auth(headers),
@@ -343,22 +340,12 @@ class HttpClient:
         self._checked_targets[host] = now + _TARGET_CHECK_TTL
 
     def _checked(self, url: str | URL) -> URL:
-        """Parse ``url`` and refuse what no hop may reach: other schemes, private literals."""
-        try:
-            parsed = url if isinstance(url, URL) else URL(url)
-        except (ValueError, TypeError) as exc:
-            raise InvalidURL(f"cannot parse URL {url!r}") from exc
-        if parsed.scheme not in _SCHEMES:
-            raise UnsupportedScheme(f"scheme {parsed.scheme!r} is not http(s)")
-        if not parsed.host:
-            raise InvalidURL(f"URL {_mask(str(url))} has no host")
-        check_literal_host(parsed.host, self.settings)
-        return parsed
+        return checked_url(url, self.settings)
 
     async def _follow(
         self,
         session: aiohttp.ClientSession,
-        request: _Request,
+        request: Hop,
         proxy: str | None,
         cap: int,
         truncate: bool,
@@ -393,65 +380,17 @@ class HttpClient:
             hop_cookies.extend((str(request.url), c) for c in set_cookies)
             if jar is not None and set_cookies:
                 jar = jar.with_cookies(set_cookies, str(request.url), time.time())
-            request = self._redirected(request, resp.status, location, jar)
+            request = redirected(request, resp.status, location, self.settings, jar)
             if request.url in seen:
                 raise TooManyRedirects(f"redirect loop back to {_mask(str(request.url))}")
             seen.add(request.url)
             if check_hop is not None:
                 await check_hop(str(request.url))
 
-    def _redirected(
-        self, request: _Request, status: int, location: str, jar: Session | None = None
-    ) -> _Request:
-        """The request a redirect asks for (RFC 9110 §15.4), re-checked like a new one."""
-        try:
-            target = URL(ada_url.join_url(str(request.url), location), encoded=True)
-        except (ValueError, TypeError) as exc:
-            raise InvalidURL(f"bad redirect Location {location!r}") from exc
-        target = self._checked(target.with_fragment(None))
-        headers = request.headers.copy() if request.headers else CIMultiDict()
-        if _origin(target) != _origin(request.url):
-            for name in _ORIGIN_BOUND_HEADERS:
-                headers.popall(name, None)
-        method, body = request.method, request.body
-        if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
-            method, body = "GET", None
-            for name in _BODY_HEADERS:
-                headers.popall(name, None)
-        if jar is not None:  # the session's cookies for where the hop goes, not the last's
-            headers.popall("Cookie", None)
-            cookie = jar.cookie_header(str(target), time.time())
-            if cookie is not None:
-                headers["Cookie"] = cookie
-        return _Request(url=target, method=method, headers=headers, body=body)
-
-
-def as_given(url: str) -> URL | str:
-    """``url`` as the request sends it: its WHATWG serialisation (what a browser sends), taken
-    as already encoded so nothing in it is rewritten. A string ada cannot parse is left to yarl
-    (which refuses it, or reads it its own way)."""
-    try:
-        href = ada_url.normalize_url(url)
-    except ValueError:
-        return url
-    return URL(href, encoded=True)
-
-
-@dataclass(slots=True)
-class _Request:
-    url: URL
-    method: str
-    headers: CIMultiDict[str] | None
-    body: bytes | None
-
-
-def _origin(url: URL) -> tuple[str, str | None, int | None]:
-    return url.scheme, url.host, url.port
-
 
 async def _read(
     resp: aiohttp.ClientResponse,
-    request: _Request,
+    request: Hop,
     settings: FetchSettings,
     cap: int,
     truncate: bool,
@@ -591,8 +530,41 @@ def _scrubbed(error: FetchError, proxy: str) -> FetchError:
     return error
 
 
+# OpenSSL's reasons for a handshake the two sides cannot complete: no retry will change them
+_TLS_PROTOCOL_REASONS = frozenset(
+    {
+        "WRONG_VERSION_NUMBER",
+        "UNSUPPORTED_PROTOCOL",
+        "TLSV1_ALERT_PROTOCOL_VERSION",
+        "NO_SHARED_CIPHER",
+        "SSLV3_ALERT_HANDSHAKE_FAILURE",
+        "NO_PROTOCOLS_AVAILABLE",
+    }
+)
+
+
+def _tls(exc: BaseException) -> FetchError | None:
+    """The :class:`TlsError` behind a client error, if the handshake failed for good."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        where = f"{exc.host}:{exc.port}"
+        cause = exc.certificate_error
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return tls_error(verify_failure(cause), where)
+        return tls_error(str(cause), where)
+    if isinstance(exc, aiohttp.ClientConnectorSSLError):
+        reason = getattr(exc.os_error, "reason", None)
+        if reason in _TLS_PROTOCOL_REASONS:
+            return tls_error(f"{PROTOCOL}: {reason}", f"{exc.host}:{exc.port}")
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return tls_error(verify_failure(exc), "the server")
+    return None
+
+
 def _translate(exc: BaseException) -> FetchError:
     """Map a client-library or OS error to our tree (timeouts were handled before)."""
+    tls = _tls(exc)
+    if tls is not None:
+        return tls
     if isinstance(exc, aiohttp.ClientPayloadError):
         return DataLoss(f"broken response body: {exc}")
     if isinstance(exc, aiohttp.ClientResponseError):

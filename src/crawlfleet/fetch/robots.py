@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
@@ -69,6 +69,9 @@ class RobotsCache:
 
     ``clock`` is injectable so tests can step past ``ttl`` and ``error_recheck``.
     ``max_hosts`` bounds memory on broad crawls (least recently used origins are dropped).
+    ``climb`` are fetchers asked in turn when a bot wall answers robots.txt with a challenge or
+    denial page (the ladder's rungs above ``fetcher``): the wall's 403 is not the site saying
+    it has no robots.txt (which would allow everything), so the next rung asks again.
     """
 
     def __init__(
@@ -81,8 +84,11 @@ class RobotsCache:
         max_size: int = DEFAULT_MAX_SIZE,
         clock: Callable[[], float] = time.monotonic,
         max_hosts: int = 10_000,
+        climb: Sequence[Fetcher] = (),
     ) -> None:
         self._fetcher = fetcher
+        #: fetchers to ask in turn when one is answered by a bot wall (the rungs above it)
+        self._climb = tuple(climb)
         self._user_agent = user_agent
         self._ttl = ttl
         self._error_recheck = error_recheck
@@ -208,6 +214,10 @@ class RobotsCache:
         try:
             request = FetchRequest(f"{origin}/robots.txt", max_body=self._max_size, truncate=True)
             result = await self._fetcher.fetch(request)
+            for fetcher in self._climb:
+                if not _walled(result):
+                    break
+                result = await fetcher.fetch(request)
         except TooManyRedirects:
             # RFC 9309 §2.3.1.2: past five redirects the file may be taken as unavailable.
             return self._expiring(ALLOW_ALL, None, self._ttl)
@@ -231,6 +241,15 @@ class RobotsCache:
 
     def _expiring(self, state: str, rules: RobotsRules | None, lifetime: float) -> _Entry:
         return _Entry(state=state, rules=rules, expires=self._clock() + lifetime)
+
+
+def _walled(result: FetchResult) -> bool:
+    """Whether a bot wall answered (a challenge or denial page), not the site."""
+    from crawlfleet.policy.blocks import detect_block
+    from crawlfleet.policy.fetchers import climbs
+
+    verdict = detect_block(result.status, result.header_map, result.body)
+    return verdict.blocked and climbs(verdict.reason)
 
 
 def _why(exc: FetchError) -> str:

@@ -28,7 +28,7 @@ from crawlfleet.frontier.ports import (
     RouteRow,
     WorkerStats,
 )
-from crawlfleet.model import JobState, JobStats
+from crawlfleet.model import KINDS, JobState, JobStats
 from crawlfleet.monitor.alerts import Alert, AlertRules, evaluate
 from crawlfleet.monitor.metrics import FETCHED, SUCCESS, Samples, merge, total
 from crawlfleet.policy.health import Breaker, PoolHealth, RouteStats, pool_health
@@ -102,6 +102,21 @@ class DomainView:
     block_ratio: float = 0.0
     pages: float = 0.0  # fetched pages, by the workers' counters
     blocked_pages: float = 0.0
+    #: pages fetched per rung of the ladder (fetcher kind: http, impersonate, browser), and
+    #: of those the blocked ones: a domain behind a bot wall shows its blocks on http
+    rungs: dict[str, float] = field(default_factory=dict)
+    rung_blocks: dict[str, float] = field(default_factory=dict)
+
+    def rungs_line(self) -> str:
+        """``http 3 (3 blocked) · impersonate 120``: the rungs that fetched pages."""
+        parts = []
+        for kind in KINDS:
+            pages = self.rungs.get(kind, 0.0)
+            if pages:
+                blocked = self.rung_blocks.get(kind, 0.0)
+                shown = f" ({blocked:,.0f} blocked)" if blocked else ""
+                parts.append(f"{kind} {pages:,.0f}{shown}")
+        return " · ".join(parts)
 
     @property
     def backlog(self) -> int:
@@ -344,6 +359,7 @@ def _domains(
             health.blocks * recent / raw if raw else 0.0
         )
     views = []
+    rungs, rung_blocks = _per_kind(samples)
     for domain, d in acc.items():
         recent = d.get("recent_attempts", 0.0)
         views.append(
@@ -364,9 +380,31 @@ def _domains(
                 blocked_pages=total(
                     samples, "crawlfleet_pages_total", domain=domain, outcome="blocked"
                 ),
+                rungs=rungs.get(domain, {}),
+                rung_blocks=rung_blocks.get(domain, {}),
             )
         )
     return sorted(views, key=lambda v: (-(v.backlog + v.in_flight), -v.pages, v.domain))
+
+
+def _per_kind(samples: Samples) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Each domain's fetched pages per fetcher kind, and its blocked ones: one pass over the
+    samples (``total`` per domain and kind would read them all again for each)."""
+    fetched: dict[str, dict[str, float]] = {}
+    blocked: dict[str, dict[str, float]] = {}
+    for (name, labels), value in samples.items():
+        if name != "crawlfleet_pages_total" or not value:
+            continue
+        d = dict(labels)
+        domain, kind, outcome = d.get("domain"), d.get("kind"), d.get("outcome")
+        if domain is None or kind not in KINDS or outcome not in FETCHED:
+            continue
+        per = fetched.setdefault(domain, {})
+        per[kind] = per.get(kind, 0.0) + value
+        if outcome == "blocked":
+            per = blocked.setdefault(domain, {})
+            per[kind] = per.get(kind, 0.0) + value
+    return fetched, blocked
 
 
 def _breaker(row: RouteRow) -> Breaker:

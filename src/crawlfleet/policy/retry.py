@@ -82,6 +82,7 @@ _DEAD_BY_KIND: Final[dict[str, DeadReason]] = {
     "robots_unavailable": DeadReason.ROBOTS_UNAVAILABLE,
     "out_of_scope": DeadReason.OUT_OF_SCOPE,
     "unsupported_scheme": DeadReason.UNSUPPORTED,
+    "tls_error": DeadReason.TLS_ERROR,
 }
 
 

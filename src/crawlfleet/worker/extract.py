@@ -37,7 +37,7 @@ from crawlfleet.data.validate import (
 )
 from crawlfleet.errors import ParseError, TooComplex, TooManyItems
 from crawlfleet.model import Job, NewRequest, QuarantineRow, RecordRow
-from crawlfleet.policy.fetchers import fetcher_for
+from crawlfleet.policy.fetchers import DOMAIN, fetcher_for
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.response import Response
 from crawlfleet.routes.pools import unknown_pool
@@ -278,9 +278,14 @@ class JobRuntime:
         fetcher = self.spider_cls.fetcher
         if fetcher != "auto" or not (self.page_types or self.suspected):
             return fetcher
-        key = (host_of(url), page_type(url))
+        host = host_of(url)
+        key = (host, page_type(url))
         return fetcher_for(
-            fetcher, self.page_types.get(key), suspected=key in self.suspected, fingerprint=fp
+            fetcher,
+            self.page_types.get(key),
+            suspected=key in self.suspected,
+            fingerprint=fp,
+            domain_rung=self.page_types.get((host, DOMAIN)),
         )
 
     def unknown_links(self, hrefs: list[str], base: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +22,7 @@ from crawlfleet.data.warc import WarcWriter
 from crawlfleet.errors import CrawlfleetError, SpiderLoadError
 from crawlfleet.fetch.base import Fetcher, FetcherPool
 from crawlfleet.fetch.http import FetchSettings, HttpClient, HttpFetcher
+from crawlfleet.fetch.impersonate import ImpersonateClient, ImpersonateFetcher
 from crawlfleet.fetch.robots import RobotsCache, RobotsGate
 from crawlfleet.frontier.ports import Jobs, Pacing
 from crawlfleet.routes.pools import DIRECT, Route, RoutesConfig
@@ -30,11 +31,12 @@ from crawlfleet.worker.extract import JobRuntime, trap_rules
 
 if TYPE_CHECKING:
     from crawlfleet.fetch.browser import BrowserSettings
+    from crawlfleet.spider import Spider
 
 #: seconds between reloads of an ``auto`` job's page types: what other workers judged
 PAGE_TYPES_REFRESH = 10.0
 
-__all__ = ["JobContext", "JobContexts", "browser_settings", "safe_name"]
+__all__ = ["JobContext", "JobContexts", "browser_settings", "fetch_settings_of", "safe_name"]
 
 log = logging.getLogger("crawlfleet.worker")
 
@@ -162,25 +164,33 @@ class JobContexts:
         runtime.max_yields = s.worker.max_yields_per_page
         runtime.parse_timeout = s.worker.parse_timeout
         raw = await self.raw_store(s)  # first: it may fail, and then nothing is left open
-        fetch_settings = FetchSettings(
-            timeout=s.fetch_timeout,
-            max_body=s.max_body,
-            max_redirects=s.max_redirects,
-            user_agent=s.user_agent,
-            concurrency=s.concurrency,
-            allow_private_addresses=spider.allow_private_addresses,
-            # the instance's: a spider may set its start_urls in __init__ (-a)
-            private_ok_hosts=frozenset(runtime.spider.seed_hosts()),
+        # the instance's seed hosts: a spider may set its start_urls in __init__ (-a)
+        fetch_settings = fetch_settings_of(
+            s, spider, hosts=runtime.spider.seed_hosts(), concurrency=s.concurrency
         )
         client = HttpClient(fetch_settings)
         await client.start()
         http = HttpFetcher(client)
         fetchers: list[Fetcher] = [http]
+        impersonator: Fetcher | None = None
+        if "impersonate" in self.kinds:
+            impersonating = ImpersonateClient(fetch_settings)
+            await impersonating.start()
+            impersonator = ImpersonateFetcher(impersonating)
+            fetchers.append(impersonator)
         if "browser" in self.kinds:
             fetchers.append(await self._browser_fetcher(fetch_settings))
         robots = None
         if spider.obey_robots:
-            cache = RobotsCache(http, user_agent=s.user_agent, error_recheck=s.robots_recheck)
+            # robots.txt behind a bot wall is read a rung up (the wall's 403 would allow all);
+            # an impersonating spider reads it as it reads its pages
+            first: Fetcher = http
+            climb = [impersonator] if impersonator is not None else []
+            if spider.fetcher == "impersonate" and impersonator is not None:
+                first, climb = impersonator, []
+            cache = RobotsCache(
+                first, user_agent=s.user_agent, error_recheck=s.robots_recheck, climb=climb
+            )
             robots = RobotsGate(
                 cache, self.store, recheck=s.robots_recheck, give_up=s.robots_give_up
             )
@@ -233,6 +243,29 @@ class JobContexts:
             await asyncio.to_thread(store.close)
 
 
+def fetch_settings_of(
+    s: Settings, spider: type[Spider] | None, *, hosts: Iterable[str], concurrency: int
+) -> FetchSettings:
+    """The fetchers' settings of a job: its ``[worker]`` limits, its ``[fetch]`` section with
+    the spider's ``tls_verify`` and ``impersonate`` over it, and the hosts that may be private
+    (the ones the user named)."""
+    f = s.fetch
+    tls_verify = f.tls_verify if spider is None or spider.tls_verify is None else spider.tls_verify
+    profile = f.impersonate if spider is None or spider.impersonate is None else spider.impersonate
+    return FetchSettings(
+        timeout=s.fetch_timeout,
+        max_body=s.max_body,
+        max_redirects=s.max_redirects,
+        user_agent=s.user_agent,
+        concurrency=concurrency,
+        allow_private_addresses=bool(spider is not None and spider.allow_private_addresses),
+        private_ok_hosts=frozenset(h.lower() for h in hosts),
+        ca_file=f.ca_file or None,
+        tls_verify=tls_verify,
+        impersonate=profile,
+    )
+
+
 def browser_settings(s: Settings) -> BrowserSettings:
     """The browser pool of a worker, from its ``[browser]`` section (one pool per process, so
     the worker's settings, not a job's)."""
@@ -245,6 +278,7 @@ def browser_settings(s: Settings) -> BrowserSettings:
         pages_per_context=b.pages_per_context,
         pages_per_browser=b.pages_per_browser,
         memory_budget=b.memory_budget,
+        ca_file=s.fetch.ca_file or None,
     )
 
 

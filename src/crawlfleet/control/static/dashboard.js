@@ -33,6 +33,12 @@
 
   const num = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en", { maximumFractionDigits: 1 }));
   const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(x < 0.1 ? 2 : 1) + "%");
+  // pages per rung of the ladder: "http 3 (3 blocked) · impersonate 120"
+  const rungs = (d) =>
+    ["http", "impersonate", "browser"]
+      .filter((k) => (d.rungs || {})[k])
+      .map((k) => k + " " + num(d.rungs[k]) + ((d.rung_blocks || {})[k] ? " (" + num(d.rung_blocks[k]) + " blocked)" : ""))
+      .join(" · ") || "–";
   const secs = (s) => (s === null || s === undefined ? "–" : s < 120 ? s.toFixed(1) + "s" : s < 7200 ? (s / 60).toFixed(1) + "m" : (s / 3600).toFixed(1) + "h");
   const bytes = (n) => (n === null || n === undefined ? "–" : n < 1 << 20 ? (n / 1024).toFixed(0) + " KiB" : (n / (1 << 20)).toFixed(0) + " MiB");
   const when = (t) => (t ? new Date(t * 1000).toLocaleTimeString() : "–");
@@ -191,6 +197,7 @@
         { title: "block rate", num: true, value: (d) => pct(d.block_ratio) },
         { title: "pages", num: true, value: (d) => num(d.pages) },
         { title: "blocked", num: true, value: (d) => num(d.blocked_pages) },
+        { title: "pages by rung", value: (d) => rungs(d) },
         { title: "tier", num: true, value: (d) => d.tier },
       ], domains, "no domains yet"));
       chartsBox();

@@ -47,6 +47,7 @@ from crawlfleet.fetch.browser.routing import DocumentOverride, GuardPolicy
 from crawlfleet.fetch.browser.settings import WAIT_STATES, BrowserSettings, WaitUntil
 from crawlfleet.fetch.browser.xhr import XhrWatch
 from crawlfleet.fetch.guard import GuardSettings, check_literal_host
+from crawlfleet.fetch.tls import message_failure, tls_error, warn_unverified
 from crawlfleet.urls import mask_credentials
 
 if TYPE_CHECKING:
@@ -355,6 +356,9 @@ class _Visit:
         if isinstance(exc, PlaywrightTimeout):
             self.lease.discard("timeout")
             return FetchTimeout(f"{shown}: {_first_line(exc)}")
+        if "net::ERR_CERT_" in str(exc) or "ERR_SSL_VERSION_OR_CIPHER" in str(exc):
+            parts = URL(target)
+            return tls_error(message_failure(str(exc)), f"{parts.host}:{parts.port}")
         error = classify_error(str(exc))
         if error is BrowserError or error is FetchTimeout:
             self.lease.discard("timeout" if error is FetchTimeout else "crash")
@@ -378,6 +382,8 @@ def _checked(url: str, settings: GuardSettings) -> str:
     if not parsed.host:
         raise InvalidURL(f"URL {mask_credentials(url)} has no host")
     check_literal_host(parsed.host, settings)
+    if parsed.scheme == "https" and not getattr(settings, "tls_verify", True):
+        warn_unverified(parsed.host)
     return str(parsed.with_fragment(None))
 
 

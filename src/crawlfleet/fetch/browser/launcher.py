@@ -91,6 +91,9 @@ class LaunchedBrowser:
             options["user_agent"] = user_agent
         if key.proxy:
             options["proxy"] = proxy_settings(key.proxy)
+        policy = key.guard or GuardPolicy.of(settings)
+        if not policy.tls_verify:  # the fetcher warns once per host
+            options["ignore_https_errors"] = True
         if seed is not None and seed.headers:
             options["extra_http_headers"] = dict(seed.headers)
         context = await self.browser.new_context(**options)
@@ -119,15 +122,21 @@ async def launch(
     settings: BrowserSettings,
     runtime: Path,
     on_disconnected: Callable[[Browser], None],
+    *,
+    home: Path | None = None,
 ) -> LaunchedBrowser:
-    """Launch Chromium marked as this process's, find its process and register it."""
+    """Launch Chromium marked as this process's, find its process and register it; ``home``
+    is its ``HOME`` (whose NSS store trusts more authorities: see ``trust``)."""
     marker = procs.owner_marker(secrets.token_hex(6))
+    env: dict[str, str | float | bool] = {**os.environ, procs.OWNER_ENV: marker}
+    if home is not None:
+        env["HOME"] = str(home)
     try:
         browser = await pw.chromium.launch(
             executable_path=settings.executable,
             headless=settings.headless,
             args=launch_args(settings),
-            env={**os.environ, procs.OWNER_ENV: marker},
+            env=env,
             timeout=settings.launch_timeout * 1000,
             chromium_sandbox=False,
         )

@@ -58,6 +58,8 @@ from crawlfleet.fetch.browser.lease import PageLease, PoolStats, Slot
 from crawlfleet.fetch.browser.request import ContextSeed
 from crawlfleet.fetch.browser.routing import GuardPolicy, RouteGuard
 from crawlfleet.fetch.browser.settings import BrowserSettings
+from crawlfleet.fetch.browser.trust import TrustHome, make_trust_home
+from crawlfleet.fetch.tls import extra_authorities
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Playwright
@@ -85,6 +87,7 @@ class BrowserPool:
         self._pw: Playwright | None = None
         self._browser: LaunchedBrowser | None = None
         self._runtime = procs.runtime_dir(self.settings.runtime_dir)
+        self._trust: TrustHome | None = None  # the HOME whose NSS store trusts more CAs
         self._generation = 0
         self._pages_on_browser = 0
         self._in_flight = 0
@@ -115,6 +118,10 @@ class BrowserPool:
         self.stats.swept = len(report.killed)
         if report.killed:
             log.warning("killed %d Chromium processes left by dead workers", len(report.killed))
+        authorities = extra_authorities(self.settings.ca_file)
+        self._trust = await asyncio.to_thread(
+            make_trust_home, authorities, self.settings.runtime_dir
+        )
         self._pw = await async_playwright().start()
         async with self._cond:
             await self._launch()
@@ -130,6 +137,8 @@ class BrowserPool:
         for slot in slots:
             await self._close_slot(slot, "close")
         await self._close_browser()
+        if self._trust is not None:
+            self._trust.close()
         if self._pw is not None:
             with contextlib.suppress(PlaywrightError):
                 await self._pw.stop()
@@ -341,7 +350,10 @@ class BrowserPool:
 
     async def _launch(self) -> None:
         assert self._pw is not None
-        self._browser = await launch(self._pw, self.settings, self._runtime, self._on_disconnected)
+        home = self._trust.path if self._trust is not None else None
+        self._browser = await launch(
+            self._pw, self.settings, self._runtime, self._on_disconnected, home=home
+        )
         self._generation += 1
         self._pages_on_browser = 0
         self._broken = False

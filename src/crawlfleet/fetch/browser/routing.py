@@ -60,10 +60,16 @@ class GuardPolicy:
 
     allow_private_addresses: bool = False
     private_ok_hosts: frozenset[str] = frozenset()
+    tls_verify: bool = True
+    """False: the contexts accept any certificate (``tls_verify = False`` of the job)."""
 
     @classmethod
     def of(cls, settings: GuardSettings) -> GuardPolicy:
-        return cls(settings.allow_private_addresses, frozenset(settings.private_ok_hosts))
+        return cls(
+            settings.allow_private_addresses,
+            frozenset(settings.private_ok_hosts),
+            bool(getattr(settings, "tls_verify", True)),
+        )
 
 
 class RouteGuard:

@@ -95,6 +95,11 @@ class BrowserSettings:
     allow_private_addresses: bool = False
     private_ok_hosts: frozenset[str] = frozenset()
     """Hosts (lower-case) that may be loopback/private: the ones named in ``start_urls``."""
+    ca_file: str | None = None
+    """Authorities trusted besides Chromium's own and ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``'s
+    (``[fetch] ca_file``; see ``trust``)."""
+    tls_verify: bool = True
+    """False: certificates are not checked (a fetcher's guard may say so for its contexts)."""
     runtime_dir: str | None = None
     """Where running pools register their browsers, for the orphan sweep (None: the system
     temporary directory's ``crawlfleet-browsers``)."""

@@ -702,7 +702,7 @@ WITH active AS (
             WHERE c.route IS NOT NULL
               AND r.domain = c.domain AND r.state = 'queued' AND r.ready_at <= $1
               AND r.job_id = ANY ((SELECT ids FROM active)::bigint[])
-              AND (CASE WHEN r.fetcher = 'browser' THEN 'browser' ELSE 'http' END)
+              AND (CASE WHEN r.fetcher IN ('browser', 'impersonate') THEN r.fetcher ELSE 'http' END)
                   = ANY ($13::text[])
               AND (CASE WHEN r.pool IS NULL THEN c.shared ELSE strpos(r.pool, c.tag) > 0 END)
               AND ((CASE WHEN r.pool IS NULL THEN c.alone ELSE c.pool_alone END)
@@ -1719,3 +1719,18 @@ WHERE job_id = $1 AND key > $2
   AND ((run = $4 AND status IN ('new', 'changed')) OR (status = 'removed' AND removed_run = $4))
 ORDER BY key
 LIMIT $3;
+
+-- name: migration_0035_fetcher_kind_statistics_impersonate
+-- The fetcher kinds are three (http, impersonate, browser): the pick's expression changed, and
+-- the planner matches statistics to an expression as written, so migration 0018's statistics
+-- are replaced by the same on the new expression.
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int >= 140000 THEN
+        EXECUTE 'DROP STATISTICS IF EXISTS requests_fetcher_kind';
+        EXECUTE 'CREATE STATISTICS IF NOT EXISTS requests_fetcher_kinds ON '
+                '(CASE WHEN fetcher IN (''browser'', ''impersonate'') THEN fetcher '
+                'ELSE ''http'' END) FROM requests';
+    END IF;
+END
+$$;

@@ -529,7 +529,8 @@ WHERE l.domain IN (SELECT value FROM json_each(?1)) AND coalesce(r.open_until, 0
 GROUP BY l.domain, coalesce(r.pool, l.route);
 
 -- name: lease_pick
--- a worker leases only requests of the fetcher kinds it runs ("auto" starts as http); a lane
+-- a worker leases only requests of the fetcher kinds it runs ("auto" starts as http; a
+-- request escalated up the ladder names its rung: impersonate or browser); a lane
 -- carries the domain's own requests if it is :shared, and those pinned to its pool (:tag); a
 -- request that failed through this lane's route (a block, a refusal, a 429) waits for another
 -- lane that may carry it, unless there is none (:alone for the domain's own requests,
@@ -537,7 +538,7 @@ GROUP BY l.domain, coalesce(r.pool, l.route);
 SELECT id FROM requests INDEXED BY requests_ready
 WHERE domain = :domain AND state = 'queued' AND ready_at <= :now
   AND job_id IN (SELECT value FROM json_each(:jobs))
-  AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END)
+  AND (CASE WHEN fetcher IN ('browser', 'impersonate') THEN fetcher ELSE 'http' END)
       IN (SELECT value FROM json_each(:kinds))
   AND (CASE WHEN pool IS NULL THEN :shared ELSE instr(pool, :tag) > 0 END)
   AND ((CASE WHEN pool IS NULL THEN :alone ELSE :pool_alone END)
@@ -560,7 +561,7 @@ WHERE id IN (
     SELECT id FROM requests INDEXED BY requests_ready
     WHERE domain = :domain AND state = 'queued' AND ready_at <= :now
       AND job_id IN (SELECT value FROM json_each(:jobs))
-      AND (CASE WHEN fetcher = 'browser' THEN 'browser' ELSE 'http' END)
+      AND (CASE WHEN fetcher IN ('browser', 'impersonate') THEN fetcher ELSE 'http' END)
           IN (SELECT value FROM json_each(:kinds))
       AND (CASE WHEN pool IS NULL THEN :shared ELSE instr(pool, :tag) > 0 END)
       AND ((CASE WHEN pool IS NULL THEN :alone ELSE :pool_alone END)

@@ -57,6 +57,9 @@ class Classify:
                 # a shell that scripts fill: for an auto spider, a page for the browser
                 return self.escalate.to_browser(a, "a scripted shell over HTTP")
             mark_block(a, self.clock())
+            climbed = self.escalate.climb(a, found.block.reason)
+            if climbed is not None:
+                return climbed
         if found.outcome is Outcome.OK:
             return None
         if found.outcome is Outcome.GONE:

@@ -1,8 +1,9 @@
-"""``auto`` spiders: which fetcher each page type (domain and URL pattern) needs, learnt as the
-crawl goes and remembered in the store, fleet-wide and across crawls. All of the escalation is
-here: the suspicion over HTTP, the hand-over to a browser worker, and the judgement in the
-browser (the pure rule of which fetcher a new request starts with is
-:mod:`crawlfleet.policy.fetchers`)."""
+"""``auto`` spiders: which fetcher each domain and page type needs, learnt as the crawl goes
+and remembered in the store, fleet-wide and across crawls. All of the escalation is here: the
+climb up the ladder (``http → impersonate → browser``) of a page blocked on its rung and its
+domain with it, the probe back down, the suspicion over HTTP, the hand-over to a browser
+worker, and the judgement in the browser (the pure rules of which fetcher a new request starts
+with, and of which blocks climb, are :mod:`crawlfleet.policy.fetchers`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable
 
 from crawlfleet.errors import TooComplex
 from crawlfleet.model import Failure
+from crawlfleet.policy.fetchers import DOMAIN, climbs, higher, rung_above
 from crawlfleet.policy.traps import page_type
 from crawlfleet.worker.attempt.page import page, rendered_body
 from crawlfleet.worker.attempt.state import Attempt, Verdict
@@ -22,21 +24,32 @@ log = logging.getLogger("crawlfleet.worker")
 
 #: bytes of a page looked at for a <script> when deciding whether it needs the browser
 _SCRIPT_SCAN = 256 * 1024
+#: seconds a page of a type being judged in the browser waits before it is fetched again, and
+#: how many times it may wait
+JUDGE_WAIT = 1.0
+JUDGE_WAITS = 30
+_WAITS_MAX = 10_000
+#: the fetchers of an ``auto`` spider's requests below the top rung: the pipeline judges them
+_ON_THE_LADDER = frozenset({"auto", "impersonate"})
 
 
 class Escalate:
-    """The last step for ``auto`` spiders (a no-op for the others).
+    """The last step for ``auto`` spiders (a no-op for the others), and the climb the classify
+    step asks of it (:meth:`climb`).
 
-    Over HTTP, a scripted page the spider got no record from is a suspect, unless its type was
-    judged fine over HTTP: it goes to a browser worker (no attempt used). In the browser, the
-    spider's callback also runs on the document as it arrived (a dry run, its output dropped):
-    a type needs the browser when the rendered page gives more records or more links than the
-    raw one, and HTTP will do otherwise. The callback thus runs twice on an ``auto`` spider's
-    browser pages (keep callbacks free of side effects)."""
+    A page fetched below its domain's rung (a probe down) that got through lowers the rung.
+    Over HTTP (or impersonating), a scripted page the spider got no record from is a suspect,
+    unless its type was judged fine over HTTP: it goes to a browser worker (no attempt used).
+    In the browser, the spider's callback also runs on the document as it arrived (a dry run,
+    its output dropped): a type needs the browser when the rendered page gives more records or
+    more links than the raw one, and HTTP will do otherwise. The callback thus runs twice on an
+    ``auto`` spider's browser pages (keep callbacks free of side effects)."""
 
     def __init__(self, offloop: OffLoop, clock: Callable[[], float]) -> None:
         self.offloop = offloop
         self.clock = clock
+        # per request: how often it waited for its page type's judgement here
+        self._waits: dict[int, int] = {}
 
     async def __call__(self, a: Attempt) -> Verdict | None:
         lease, out, result = a.lease, a.output, a.result
@@ -55,8 +68,9 @@ class Escalate:
             if verdict is not None and verdict != known:
                 self._learnt(a, key, verdict)
             return None
-        if lease.fetcher != "auto":
+        if lease.fetcher not in _ON_THE_LADDER:
             return None
+        self._probed_down(a)
         if out.records or out.quarantined:
             if known == "browser":  # a probe over HTTP gave records: HTTP will do again
                 self._learnt(a, key, "http")
@@ -65,19 +79,101 @@ class Escalate:
             return self.to_browser(a, "no record over HTTP from a scripted page")
         return None
 
+    def _may_wait(self, request: int) -> bool:
+        """Whether a request may wait once more for its type's judgement (bounded: a judgement
+        that never comes, a browser that keeps failing, sends it to the browser after all)."""
+        waited = self._waits.get(request, 0)
+        if waited >= JUDGE_WAITS:
+            return False
+        if len(self._waits) >= _WAITS_MAX:
+            self._waits.clear()
+        self._waits[request] = waited + 1
+        return True
+
+    def wait_for_judgement(self, a: Attempt) -> Failure:
+        """A page of a type that is being judged in the browser (another page of it went
+        there): fetched again raw once the judgement is in, rather than rendered too, no
+        attempt used. If the type needs the browser, it goes there then; if not, it is done
+        raw. So a type costs the browser one page, not every page in flight meanwhile."""
+        if a.output is not None:  # dropped with this attempt: its links must be sendable again
+            a.job.runtime.forget(a.output.discovered)
+        a.outcome = None
+        return Failure(
+            a.lease.ref,
+            "its page type is being judged in the browser",
+            retry_at=self.clock() + JUDGE_WAIT,
+            count_attempt=False,
+        )
+
     @staticmethod
     def suspect(a: Attempt) -> bool:
-        """An ``auto`` page over HTTP whose type was not judged fine over HTTP already."""
-        if a.lease.fetcher != "auto" or a.fetcher is None or a.fetcher.kind != "http":
+        """An ``auto`` page fetched raw (over HTTP, or impersonating) whose type was not judged
+        fine without the browser already."""
+        if a.lease.fetcher not in _ON_THE_LADDER or a.fetcher is None:
+            return False
+        if a.fetcher.kind == "browser" or a.job.runtime.spider_cls.fetcher != "auto":
             return False
         key = (a.lease.domain, page_type(a.lease.url))
         return a.job.runtime.page_types.get(key) != "http"
 
+    def climb(self, a: Attempt, reason: str | None) -> Failure | None:
+        """A page blocked on its rung with evidence that the rung was judged (a challenge, a
+        denial: :func:`~crawlfleet.policy.fetchers.climbs`) goes one rung up at once, no
+        attempt used, and its domain's rung is raised (this worker's at once, the fleet's
+        through the store): a crawl never dies ``blocked`` on a rung it has not tried. None
+        for other spiders and blocks, and on the top rung."""
+        rt, lease = a.job.runtime, a.lease
+        if rt.spider_cls.fetcher != "auto" or lease.fetcher not in _ON_THE_LADDER:
+            return None
+        if a.fetcher is None or not climbs(reason):
+            return None
+        up = rung_above(a.fetcher.kind)
+        if up is None:
+            return None
+        key = (lease.domain, DOMAIN)
+        known = rt.page_types.get(key)
+        if higher(known, up) != known:
+            rt.page_types[key] = up
+            a.learnt = (DOMAIN, up)
+            log.info(
+                "job %s: domain %s now fetched by %s (%s: blocked, %s)",
+                a.job.name,
+                lease.domain,
+                up,
+                a.fetcher.kind,
+                reason,
+            )
+        return Failure(
+            lease.ref,
+            f"blocked on {a.fetcher.kind} ({reason}): fetched again by {up}",
+            retry_at=self.clock(),
+            count_attempt=False,
+            refetch_with=up,
+            page_type=a.learnt,
+        )
+
+    @staticmethod
+    def _probed_down(a: Attempt) -> None:
+        """A page fetched below its domain's rung (a probe down) that got through: the rung it
+        was fetched on will do for the domain again."""
+        rt, kind = a.job.runtime, a.fetcher.kind if a.fetcher is not None else None
+        key = (a.lease.domain, DOMAIN)
+        known = rt.page_types.get(key)
+        if kind is None or known is None or higher(known, kind) == kind or a.learnt:
+            return
+        rt.page_types[key] = kind
+        a.learnt = (DOMAIN, kind)
+        log.info("job %s: domain %s now fetched by %s again", a.job.name, a.lease.domain, kind)
+
     def to_browser(self, a: Attempt, why: str) -> Failure:
         """Send an ``auto`` request to the browser, where its page type is judged; until then,
-        new links of that type are sent there too (this worker's guess, not stored)."""
+        new links of that type are sent there too (this worker's guess, not stored), and pages
+        of it fetched raw meanwhile wait for the judgement (:meth:`wait_for_judgement`)."""
         pattern = page_type(a.lease.url)
         rt = a.job.runtime
+        key = (a.lease.domain, pattern)
+        if key in rt.suspected and key not in rt.page_types and self._may_wait(a.lease.id):
+            return self.wait_for_judgement(a)
         rt.suspected.add((a.lease.domain, pattern))
         if a.output is not None:  # dropped with this attempt: its links must be sendable again
             rt.forget(a.output.discovered)

@@ -162,7 +162,10 @@ def event(a: Attempt, verdict: Verdict) -> AttemptEvent:
         domain=a.lease.domain,
         fetcher=a.fetcher.kind if a.fetcher is not None else "none",
         # given back, or sent to another fetcher: nothing happened to this attempt's outcome
-        outcome=None if isinstance(verdict, GiveBack) or _refetch(verdict) else a.outcome,
+        # (a page sent up the ladder was blocked: it counts as such, on its rung)
+        outcome=None
+        if isinstance(verdict, GiveBack) or (_refetch(verdict) and a.outcome is None)
+        else a.outcome,
         route=a.route.id if a.route is not None else None,
         status=result.status if result is not None else None,
         error_kind=a.error.kind if a.error is not None else None,
