@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from crawlfleet.config.custom_settings import for_spider
@@ -130,8 +130,10 @@ def prepare(
     from crawlfleet.data.validate import record_validator
     from crawlfleet.routes.pools import RoutesConfig
 
-    for_spider(settings, spider_cls.custom_settings, spider_cls.name)  # refuse it now, in one line
+    # refuse bad settings now, in one line (and keep the job's quality rules)
+    own = for_spider(settings, spider_cls.custom_settings, spider_cls.name)
     record_validator(spider_cls)  # a bad item_key too
+    quality = _quality(spider_cls, own)
     try:
         check_recrawl(spider_cls)
     except ValueError as exc:
@@ -160,7 +162,37 @@ def prepare(
                 f"spider {spider_cls.__name__} has no callback {seed.callback!r} "
                 f"(named by its start request {mask_credentials(seed.url)})"
             )
-    return Intake(_spec(name, spider_ref, spider_cls, settings, job_settings), seeds, spider_cls)
+    from crawlfleet.notify.keeper import QUALITY_KEY
+
+    spec = _spec(name, spider_ref, spider_cls, settings, job_settings)
+    spec = replace(spec, settings={**spec.settings, QUALITY_KEY: quality})
+    return Intake(spec, seeds, spider_cls)
+
+
+def _quality(spider_cls: type[Spider], settings: Settings) -> dict[str, Any]:
+    """The job's quality rules (``[quality]``, the spider's ``custom_settings`` and
+    ``field_coverage`` over it) and its model's fields, checked: a coverage rule must name a
+    field of the model and be a share."""
+    from crawlfleet.data.profile import field_kinds
+    from crawlfleet.errors import ConfigError
+    from crawlfleet.monitor.quality import QualityRules
+    from crawlfleet.notify.keeper import job_quality
+
+    kinds = field_kinds(spider_cls.item)
+    coverage = dict(spider_cls.field_coverage or {})
+    rules = QualityRules.of(settings.quality, coverage)
+    for field_name, least in rules.coverage.items():
+        if kinds and field_name not in kinds:
+            raise ConfigError(
+                f"spider {spider_cls.name}: coverage rule for {field_name!r}, which is not a "
+                f"field of {spider_cls.item.__name__ if spider_cls.item else 'its item'}"
+            )
+        if isinstance(least, bool) or not isinstance(least, int | float) or not 0 <= least <= 1:
+            raise ConfigError(
+                f"spider {spider_cls.name}: coverage of {field_name!r} is a share from 0 to 1, "
+                f"not {least!r}"
+            )
+    return job_quality(rules, kinds)
 
 
 def _spec(

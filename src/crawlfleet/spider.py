@@ -69,6 +69,9 @@ class Spider:
       ``host_page_budget`` (requests per host), ``pattern_budget`` (requests per URL shape); a
       link over one of them is kept as ``dead(trap)``, never fetched. ``max_links_per_page``:
       most new links one page adds (the rest are dropped, counted and logged).
+    * ``field_coverage``: the least share of each run's records that must have a field filled
+      (``{"price": 1.0}``); the other quality thresholds are ``[quality]`` keys, which
+      ``custom_settings`` may set for the spider (``"quality.item_drop": 0.5``).
     * ``custom_settings``: settings of this spider's jobs: crawlfleet's per-job keys
       (``worker.fetch_timeout``...), spider attributes, and Scrapy's names where crawlfleet has
       an equivalent (``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS``...; others are refused).
@@ -141,6 +144,9 @@ class Spider:
     sitemap_rules: ClassVar[list[tuple[str, str]]] = [("", "parse")]
     sitemap_follow: ClassVar[list[str]] = [""]
     sitemap_alternate_links: ClassVar[bool] = False
+    #: least coverage of fields of ``item`` in each run (share of records where the field is
+    #: filled): ``{"price": 1.0, "rating": 0.9}``; a run below it alerts (``[quality]``)
+    field_coverage: ClassVar[dict[str, float]] = {}
     #: query and path parameter names that are this site's session ids (any case): left out of
     #: a request's fingerprint whatever their value, besides crawlfleet's own
     #: (``crawlfleet.urls.DEFAULT_SESSION_PARAMS``, and ``sid``... with a token-like value)

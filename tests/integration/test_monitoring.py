@@ -334,13 +334,24 @@ async def test_dashboard__every_page_draws_in_chromium_and_pause_and_replay_work
             "response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None
         )
         charts = {"/": 6, "/jobs": 1, "/domains": 1, "/workers": 1}
-        for path in ("/", "/jobs", "/domains", "/routes", "/workers", "/dead", "/quarantine"):
+        for path in (
+            "/",
+            "/jobs",
+            "/domains",
+            "/routes",
+            "/workers",
+            "/dead",
+            "/quarantine",
+            "/quality",
+        ):
             await page.goto(base + path)
             await page.wait_for_selector("main[data-rendered]")
             expected = charts.get(path, 0)
             if expected:  # drawn by uPlot, with at least two samples of the history
                 drawn = await _charts_drawn(page, expected)
                 assert len(drawn) == expected and all(n >= 2 and size for n, size in drawn), drawn
+            if path == "/quality":  # the demo crawl's run, profiled field by field
+                assert "coverage price" in await page.inner_text("#content")
             if path == "/":
                 shot = tmp_path / "dashboard-overview.png"
                 await page.screenshot(path=str(shot), full_page=True)

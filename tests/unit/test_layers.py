@@ -29,6 +29,7 @@ FLOORS: list[tuple[str, frozenset[str]]] = [
     ("the user's API and what watches", frozenset({"response", "spider", "__init__", "monitor"})),
     ("the demo shop", frozenset({"demo"})),
     ("settings", frozenset({"config"})),
+    ("what leaves the machine", frozenset({"notify"})),
     ("a spider's way in", frozenset({"spiders"})),
     ("a job's way in, the execution plane", frozenset({"intake", "worker"})),
     ("crawl on one machine", frozenset({"local"})),

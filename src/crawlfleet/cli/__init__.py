@@ -36,6 +36,8 @@ COMMANDS = {
     "schedule": "crawlfleet.cli.schedule:schedule",
     "export": "crawlfleet.cli.export:export",
     "dead": "crawlfleet.cli.dead:dead",
+    "quality": "crawlfleet.cli.quality:quality",
+    "notify": "crawlfleet.cli.notify:notify",
     "db": "crawlfleet.cli.db:db",
     "plan": "crawlfleet.cli.plan:plan",
 }

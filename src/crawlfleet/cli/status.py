@@ -39,10 +39,11 @@ async def status(
     every: float,
 ) -> None:
     """Each job's state, backlog and results, and whether it is finished fleet-wide, its current
-    run and the last few (pages, 304s, bytes, records new / changed / unchanged / removed);
-    the schedules and their next runs; then the fleet: workers alive, pages/s, success, block
-    and validation failure rates, the busiest domains (backlog, oldest queued request, in
-    flight, pacing), pools, and the alerts.
+    run and the last few (pages, 304s, bytes, records new / changed / unchanged / removed),
+    the quality alerts of its newest run; the schedules and their next runs; then the fleet:
+    workers alive, pages/s, success, block and validation failure rates, the busiest domains
+    (backlog, oldest queued request, in flight, pacing), pools, the alerts, and the outbox per
+    destination (waiting, delivered, dead: `crawlfleet notify replay` sends the dead again).
 
     \b
     The first word is the job's state and progress:
@@ -74,6 +75,7 @@ async def _jobs(store: Frontier, job: str | None) -> list[str]:
 
 
 async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
+    import json
     from dataclasses import asdict
 
     from crawlfleet.local.runner import is_finished
@@ -85,6 +87,10 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
         reasons = dict(activity.dead_by_reason)
         runs = [_run_json(r) for r in await store.runs(name, limit=RUNS_SHOWN)]
         sched = schedules.get(name)
+        quality = None
+        for row in await store.profiles(name, limit=1):
+            alerts = json.loads(row.profile).get("alerts") or []
+            quality = {"run": row.run, "final": row.final, "alerts": alerts}
         out.append(
             dict(
                 asdict(st),
@@ -92,6 +98,7 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
                 dead_by_reason=reasons,
                 runs=runs,
                 schedule=asdict(sched) if sched is not None else None,
+                quality=quality,
             )
         )
     return out
@@ -115,12 +122,18 @@ async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
 
     if not names:
         return ["no jobs"]
-    from crawlfleet.cli.views import run_line, schedule_line
+    import json
+
+    from crawlfleet.cli.views import outbox_lines, quality_alert_lines, run_line, schedule_line
+    from crawlfleet.notify.destinations import destinations
 
     lines: list[str] = []
     schedules = {sc.job: sc for sc in await store.schedules()}
     for name in names:
         lines += status_block(await store.stats(name), await store.job_activity(name))
+        for row in await store.profiles(name, limit=1):
+            alerts = json.loads(row.profile).get("alerts") or []
+            lines += quality_alert_lines(row.run, row.final, alerts)
         runs = await store.runs(name, limit=RUNS_SHOWN)
         if runs and (len(runs) > 1 or runs[0].run > 1 or name in schedules):
             lines += [f"  run {run_line(r)}" for r in runs]
@@ -129,7 +142,9 @@ async def _lines(store: Frontier, s: Settings, names: list[str]) -> list[str]:
     lines += [f"schedule {schedule_line(sc)}" for sc in schedules.values()]
     c = s.control
     ov = await read_overview(store, time.time(), rules=c.alert_rules(), alive_after=c.alive_after)
-    return [*lines, "", *fleet_lines(ov)]
+    labels = {d.id: d.label for d in destinations(s)}
+    outbox = outbox_lines(await store.outbox_counts(), labels, time.time())
+    return [*lines, "", *fleet_lines(ov), *outbox]
 
 
 async def _watch(store: Frontier, s: Settings, names: list[str], every: float) -> None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from crawlfleet.model import Job, JobState, JobStats, Run, RunCounters, Schedule
 
 if TYPE_CHECKING:
+    from crawlfleet.frontier.outbox import OutboxCount
     from crawlfleet.frontier.ports import JobActivity
     from crawlfleet.local.runner import CrawlReport
     from crawlfleet.monitor.overview import Overview
@@ -322,3 +323,30 @@ def schedule_line(s: Schedule) -> str:
         f"{s.job}: {timing_of(s).describe()} · overlap {s.overlap} · next run "
         f"{when(s.next_at)}{queued}{last}"
     )
+
+
+def outbox_lines(counts: Sequence[OutboxCount], labels: Mapping[str, str], now: float) -> list[str]:
+    """The outbox per destination, as ``status`` and ``notify status`` print it: waiting, in
+    flight, delivered, dead (a dead delivery is a ``!`` line: ``notify replay`` sends it)."""
+    lines = []
+    for c in counts:
+        name = labels.get(c.destination, f"{c.destination} (not configured here)")
+        oldest = f" (oldest {duration(now - c.oldest_queued_at)})" if c.oldest_queued_at else ""
+        line = (
+            f"outbox {name}: {c.queued:,} waiting{oldest} · {c.leased:,} in flight · "
+            f"{c.done:,} delivered · {c.dead:,} dead"
+        )
+        if c.last_error and (c.queued or c.dead):
+            line += f" · last error: {c.last_error}"
+        lines.append(("! " if c.dead else "") + line)
+    return lines
+
+
+def quality_alert_lines(run: int, final: bool, alerts: Sequence[Mapping[str, object]]) -> list[str]:
+    """A job's quality alerts of its newest profiled run (``status``)."""
+    if not alerts:
+        return []
+    when_ = "" if final else ", so far"
+    return [f"  quality of run {run}{when_}: {len(alerts)} alerts"] + [
+        f"  ! {a.get('alert')}: {a.get('message')}" for a in alerts
+    ]

@@ -87,9 +87,39 @@ optional; an unknown key or section is an error that names the nearest known one
     pages_per_browser = 2000  # K: the browser is restarted after this many pages ...
     memory_budget = 2147483648  # ... or once its processes hold this many bytes (RssAnon+Shmem)
 
+    [quality]                       # the data-quality monitors of every run (see Data quality)
+    check_every = 60.0              # seconds between two checks of a running run (fleet-wide)
+    baseline_runs = 5               # finished runs whose median is the baseline
+    min_records = 20                # records a run needs before its shares are judged
+    item_drop = 0.3                 # alert: records down by more than this share of the baseline
+    pages_drop = 0.3                # ... pages fetched likewise
+    coverage_drop = 0.1             # ... a field's coverage down more than ten points
+    coverage = { price = 1.0 }      # ... a field's coverage below its rule (none by default)
+    validation_rate = 0.05          # ... more of the run's records quarantined
+    block_rate = 0.2                # ... more of its attempts blocked
+    dead_rate = 0.1                 # ... more of its finished requests given up
+    retry_depth = 1.0               # ... more retries per finished request
+    zero_records = true             # ... a run that finished with no record
+    max_run_time = false            # ... a run longer than this many seconds (false: none)
+    examples = 5                    # examples each alert links to
+
+    [notify]                        # where alerts and run summaries go (see Notifications)
+    webhook = ""                    # or a list of URLs (CRAWLFLEET_NOTIFY_WEBHOOK)
+    secret = ""                     # HMAC-SHA256 signature of each body (CRAWLFLEET_NOTIFY_SECRET)
+    slack_webhook = ""
+    smtp = ""                       # smtp://user:pass@host:587 or smtps://...
+    email_to = []
+    tries = 20
+
+    [[sink]]                        # each run's changed records, in batches (none by default)
+    kind = "webhook"
+    url = "https://warehouse.example.com/ingest"
+    batch = 500
+
 Environment: ``CRAWLFLEET_QUEUE``, ``CRAWLFLEET_RAW``, ``CRAWLFLEET_S3_ENDPOINT``,
 ``CRAWLFLEET_RAW_SPOOL``, ``CRAWLFLEET_CONCURRENCY``, ``CRAWLFLEET_LEASE_TTL``,
-``CRAWLFLEET_FETCH_TIMEOUT``, ``CRAWLFLEET_CONTROL_TOKEN``. S3 credentials come from the usual
+``CRAWLFLEET_FETCH_TIMEOUT``, ``CRAWLFLEET_CONTROL_TOKEN``, ``CRAWLFLEET_NOTIFY_WEBHOOK``,
+``CRAWLFLEET_NOTIFY_SECRET``. S3 credentials come from the usual
 ``AWS_*`` variables (or any other source boto3 reads); they are not settings and never printed.
 Every repr masks the passwords of the queue URL and of proxies, and the control token.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from functools import cache
 from typing import Any, Final
@@ -16,7 +16,9 @@ from crawlfleet.config.sections import (
     BrowserSection,
     ControlSettings,
     FetchSection,
+    NotifySettings,
     PacingSettings,
+    QualitySettings,
     RetrySettings,
     StoreSettings,
     TrapSettings,
@@ -44,12 +46,14 @@ SECTIONS: Final[dict[str, type]] = {
     "traps": TrapSettings,
     "control": ControlSettings,
     "browser": BrowserSection,
+    "quality": QualitySettings,
+    "notify": NotifySettings,
     "fetch": FetchSection,
 }
 #: fields of a section that are not settings (the pacing limits come from each domain's row)
 NOT_KEYS: Final = {"pacing": {"min_delay", "max_concurrency"}}
 #: sections a spider's ``custom_settings`` (and a job's ``-s``) may change for its own job
-JOB_SECTIONS: Final = frozenset({"store", "worker", "retry", "fetch"})
+JOB_SECTIONS: Final = frozenset({"store", "worker", "retry", "fetch", "quality"})
 
 
 # -- keys -----------------------------------------------------------------------------------------
@@ -124,6 +128,11 @@ def convert(cls: type, name: str, value: Any, label: str, *, parse: bool = True)
     """``value`` as the type of ``cls.name``: strings are parsed (flags, environment, -s) unless
     ``parse`` is False; anything else must already have the type (a file's values)."""
     kind = _types(cls)[name]
+    origin = typing.get_origin(kind)
+    if origin is tuple:
+        return _strings(value, label)
+    if origin in (Mapping, dict):
+        return _shares(value, label)
     optional = isinstance(kind, types.UnionType) and type(None) in typing.get_args(kind)
     if optional:
         kind = next(t for t in typing.get_args(kind) if t is not type(None))
@@ -137,6 +146,36 @@ def convert(cls: type, name: str, value: Any, label: str, *, parse: bool = True)
         what = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
         off = " (or false: no limit)" if optional else ""
         raise ConfigError(f"{label} must be {what.get(kind, kind)}{off}, not {value!r}") from None
+
+
+def _strings(value: Any, label: str) -> tuple[str, ...]:
+    """A list of strings (or one string: a list of one; ``-s`` and the environment give one)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(v, str) for v in items):
+        raise ConfigError(f"{label} must be a string or a list of strings, not {value!r}")
+    return tuple(v for v in items if v)
+
+
+def _shares(value: Any, label: str) -> dict[str, float]:
+    """A table of names to shares: ``{price = 1.0}``, or ``"price=1.0,rating=0.9"`` from -s."""
+    if isinstance(value, str):
+        pairs = [p.partition("=") for p in value.split(",") if p.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise ConfigError(f"{label} must be NAME=SHARE pairs, not {value!r}")
+        value = {k.strip(): v.strip() for k, _, v in pairs}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{label} must be a table of field = share, not {value!r}")
+    out = {}
+    for key, share in value.items():
+        try:
+            if isinstance(share, bool):
+                raise ValueError(share)
+            out[str(key)] = float(share)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{label}.{key} must be a number from 0 to 1, not {share!r}"
+            ) from None
+    return out
 
 
 def _parse(kind: Any, text: str) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from crawlfleet.config.keys import SECTIONS, check_queue, convert, known_keys, nearest, section_keys
-from crawlfleet.config.sections import RoutesSettings
+from crawlfleet.config.sections import RoutesSettings, SinkSettings
 from crawlfleet.config.settings import Settings
 from crawlfleet.errors import ConfigError
 from crawlfleet.model import DomainLimits
@@ -27,6 +27,8 @@ ENV: Final = {
     "CRAWLFLEET_LEASE_TTL": "worker.lease_ttl",
     "CRAWLFLEET_FETCH_TIMEOUT": "worker.fetch_timeout",
     "CRAWLFLEET_CONTROL_TOKEN": "control.token",
+    "CRAWLFLEET_NOTIFY_WEBHOOK": "notify.webhook",
+    "CRAWLFLEET_NOTIFY_SECRET": "notify.secret",
 }
 
 
@@ -49,14 +51,44 @@ def _from_toml(data: Mapping[str, Any], where: str, base_dir: Path) -> Settings:
 
             pools = parse_routes(data, where=where, base_dir=base_dir)
             settings = replace(settings, routes=RoutesSettings(dict(value), pools))
+        elif key == "sink":
+            settings = replace(settings, sinks=_sinks(value, where))
         else:
             _unknown_top(key, value, where)
     return settings
 
 
+_SINK_KEYS: Final = ("kind", "url", "secret", "batch", "name")
+
+
+def _sinks(value: Any, where: str) -> tuple[SinkSettings, ...]:
+    """``[[sink]]`` tables: where each run's changed records go (see SinkSettings)."""
+    tables = [value] if isinstance(value, Mapping) else value
+    if not isinstance(tables, list) or not all(isinstance(t, Mapping) for t in tables):
+        raise ConfigError(f"{where}: [[sink]] must be tables")
+    out = []
+    for n, table in enumerate(tables, 1):
+        for key in table:
+            if key not in _SINK_KEYS:
+                hint = nearest(key, _SINK_KEYS)
+                raise ConfigError(f"{where}: unknown key sink.{key}{hint}")
+        values = {
+            k: convert(SinkSettings, k, v, f"{where}: sink.{k}", parse=False)
+            for k, v in table.items()
+        }
+        try:
+            out.append(SinkSettings(**values))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: [[sink]] {n}: {exc}") from None
+    names = [s.name for s in out if s.name]
+    if len(names) != len(set(names)):
+        raise ConfigError(f"{where}: two [[sink]] tables have the same name")
+    return tuple(out)
+
+
 def _unknown_top(key: str, value: Any, where: str) -> None:
     if isinstance(value, Mapping) or (isinstance(value, list) and value):
-        tables = [*SECTIONS, "domains", "routes"]
+        tables = [*SECTIONS, "domains", "routes", "sink"]
         hint = nearest(key, tables)
         raise ConfigError(f"{where}: unknown section [{key}]{hint}")
     hint = nearest(key, ["queue"]) or nearest(key, known_keys())

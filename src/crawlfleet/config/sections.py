@@ -19,9 +19,12 @@ __all__ = [
     "BrowserSection",
     "ControlSettings",
     "FetchSection",
+    "NotifySettings",
     "PacingSettings",
+    "QualitySettings",
     "RetrySettings",
     "RoutesSettings",
+    "SinkSettings",
     "StoreSettings",
     "TrapSettings",
     "WorkerSettings",
@@ -50,6 +53,11 @@ def masked_repr(obj: Any) -> str:
         value = getattr(obj, f.name)
         if f.name in _SECRET_FIELDS and value:
             shown = "'[secure]'"
+        elif f.name in _ENDPOINT_FIELDS and value:
+            if isinstance(value, tuple):
+                shown = repr(tuple(masked_endpoint(u) for u in value))
+            else:
+                shown = repr(masked_endpoint(value))
         elif isinstance(value, str):
             shown = repr(mask_credentials(value))
         else:
@@ -58,7 +66,26 @@ def masked_repr(obj: Any) -> str:
     return f"{type(obj).__name__}({', '.join(parts)})"
 
 
-_SECRET_FIELDS: Final = frozenset({"token", "password"})
+_SECRET_FIELDS: Final = frozenset({"token", "password", "secret"})
+#: fields holding endpoints the user configured: shown as scheme://host:port/… only (a webhook's
+#: path or query often is its secret: Slack's and Discord's are)
+_ENDPOINT_FIELDS: Final = frozenset({"webhook", "slack_webhook", "smtp", "url"})
+
+
+def masked_endpoint(url: str) -> str:
+    """``url`` as it may be shown: its scheme, host and port, the rest hidden."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "[secure]"
+    if not parts.scheme or not host:
+        return "[secure]"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{shown}{port}/…"
 
 
 @dataclass(frozen=True, repr=False)
@@ -187,3 +214,117 @@ class RoutesSettings:
 
     table: Mapping[str, Any] = field(default_factory=dict, repr=False)
     pools: RoutesConfig | None = None  # None: no [routes] table (the direct route only)
+
+
+@dataclass(frozen=True)
+class QualitySettings:
+    """``[quality]``: the data-quality monitors of every run (see :mod:`crawlfleet.monitor.
+    quality`). A threshold set to ``None`` (``false`` in the file) turns its monitor off. Shares
+    are from 0 to 1; ``coverage_drop`` is in points of coverage (0.1: ten points)."""
+
+    check_every: float = 60.0  # seconds between two checks of a running run (fleet-wide)
+    baseline_runs: int = 5  # finished runs before this one whose median is the baseline
+    min_records: int = 20  # records a run needs before its shares are judged
+    item_drop: float | None = 0.3  # records fell by more than this share of the baseline
+    pages_drop: float | None = 0.3  # pages fetched likewise
+    coverage_drop: float | None = 0.1  # a field's coverage fell by more than this
+    coverage: Mapping[str, float] = field(default_factory=dict)  # least coverage per field
+    validation_rate: float | None = 0.05  # share of records quarantined
+    block_rate: float | None = 0.2  # share of attempts blocked
+    dead_rate: float | None = 0.1  # share of finished requests given up
+    retry_depth: float | None = 1.0  # mean retries per finished request
+    zero_records: bool = True  # a run that finished with no record
+    max_run_time: float | None = None  # seconds a run may take
+    examples: int = 5  # examples a breach links to
+
+    def __post_init__(self) -> None:
+        if self.check_every <= 0:
+            raise ValueError("check_every must be more than 0 seconds")
+        if self.baseline_runs < 1 or self.min_records < 0 or self.examples < 0:
+            raise ValueError("baseline_runs must be at least 1, min_records and examples >= 0")
+        for name in (
+            "item_drop",
+            "pages_drop",
+            "coverage_drop",
+            "validation_rate",
+            "block_rate",
+            "dead_rate",
+        ):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} is a share from 0 to 1, not {value!r}")
+        for name, least in self.coverage.items():
+            if (
+                not isinstance(least, int | float)
+                or isinstance(least, bool)
+                or not (0.0 <= least <= 1.0)
+            ):
+                raise ValueError(f"coverage of {name!r} is a share from 0 to 1, not {least!r}")
+
+
+#: the events a destination of ``[notify]`` gets unless it says otherwise (``events``)
+NOTIFY_EVENTS: Final = ("alert", "run_finished")
+EVENT_KINDS: Final = ("alert", "run_finished", "changes")
+
+
+@dataclass(frozen=True, repr=False)
+class NotifySettings:
+    """``[notify]``: where alerts and run summaries go, through the store's outbox (at least
+    once, retried with backoff, signed with ``secret`` when set)."""
+
+    webhook: tuple[str, ...] = ()  # JSON POST per event
+    secret: str = ""  # HMAC-SHA256 of the body: X-Crawlfleet-Signature
+    slack_webhook: tuple[str, ...] = ()  # Slack incoming webhooks
+    smtp: str = ""  # smtp://user:pass@host:port (STARTTLS when offered) or smtps://
+    email_to: tuple[str, ...] = ()
+    email_from: str = "crawlfleet@localhost"
+    events: tuple[str, ...] = NOTIFY_EVENTS  # what these destinations get
+    tries: int = 20  # tries before a delivery is dead (~2.7 hours of backoff)
+    backoff: float = 5.0  # seconds before the first retry, doubled each time ...
+    backoff_cap: float = 600.0  # ... up to this
+    timeout: float = 10.0  # seconds one delivery may take
+    delivery_lease: float = 60.0  # a delivery held this long by a process that died is taken over
+    keep_delivered: float = 7 * 86400.0  # seconds delivered events stay in the store
+
+    __repr__ = masked_repr
+
+    def __post_init__(self) -> None:
+        if self.tries < 1:
+            raise ValueError("tries must be at least 1")
+        if min(self.backoff, self.backoff_cap, self.timeout, self.delivery_lease) <= 0:
+            raise ValueError("backoff, backoff_cap, timeout and delivery_lease must be more than 0")
+        if self.delivery_lease < 2 * self.timeout:
+            raise ValueError("delivery_lease must be at least twice timeout")
+        if "changes" in self.events:
+            raise ValueError('changes go to records sinks: [[sink]] kind = "webhook"')
+        unknown = [e for e in self.events if e not in NOTIFY_EVENTS]
+        if unknown:
+            raise ValueError(f"unknown event {unknown[0]!r} (events: {', '.join(NOTIFY_EVENTS)})")
+        if self.email_to and not self.smtp:
+            raise ValueError("email_to needs smtp (smtp://host:port)")
+        for url in (*self.webhook, *self.slack_webhook):
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"a webhook is an http(s) URL, not {masked_endpoint(url)!r}")
+        if self.smtp and not self.smtp.startswith(("smtp://", "smtps://")):
+            raise ValueError("smtp is smtp://host:port or smtps://host:port")
+
+
+@dataclass(frozen=True, repr=False)
+class SinkSettings:
+    """One ``[[sink]]``: where each run's changed records go, in batches, through the outbox."""
+
+    kind: str = "webhook"
+    url: str = ""
+    secret: str = ""
+    batch: int = 500  # records per POST
+    name: str = ""  # how status names it (default: its kind and host)
+
+    __repr__ = masked_repr
+
+    def __post_init__(self) -> None:
+        if self.kind != "webhook":
+            raise ValueError(f"unknown sink kind {self.kind!r} (kinds: webhook)")
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError('a webhook sink needs url = "https://..."')
+        if not 1 <= self.batch <= 100_000:
+            raise ValueError("batch is from 1 to 100000 records")

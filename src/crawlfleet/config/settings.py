@@ -14,9 +14,12 @@ from crawlfleet.config.sections import (
     BrowserSection,
     ControlSettings,
     FetchSection,
+    NotifySettings,
     PacingSettings,
+    QualitySettings,
     RetrySettings,
     RoutesSettings,
+    SinkSettings,
     StoreSettings,
     TrapSettings,
     WorkerSettings,
@@ -44,6 +47,9 @@ class Settings:
     routes: RoutesSettings = field(default_factory=RoutesSettings)
     control: ControlSettings = field(default_factory=ControlSettings)
     browser: BrowserSection = field(default_factory=BrowserSection)
+    quality: QualitySettings = field(default_factory=QualitySettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
+    sinks: tuple[SinkSettings, ...] = ()
     fetch: FetchSection = field(default_factory=FetchSection)
 
     __repr__ = masked_repr

@@ -11,6 +11,8 @@ proxy URLs only masked, and only those this process's settings know.
 ``GET /api/dead?job=&reason=&limit=``  dead letters, newest first (``/api/dead/ID``: one)
 ``GET /api/quarantine?job=&limit=``    quarantined records with their errors
 ``GET /api/history``                   the charts' series
+``GET /api/quality?job=&runs=``        each job's run profiles (newest first) and their alerts
+``GET /api/outbox``                    deliveries per destination, and the dead ones
 ``POST /api/jobs/NAME/ACTION``         ACTION: pause, resume, cancel
 ``POST /api/dead/replay``              ``{"ids": [...]}`` or ``{"job": ..., "reason": ...}``
 ``GET /metrics[?only=store]``          Prometheus text (``fleet_metrics.FleetCollector``)
@@ -56,6 +58,8 @@ def register(app: web.Application) -> None:
     r.add_get("/api/quarantine", quarantine)
     r.add_get("/quarantine/{id:\\d+}/snapshot", snapshot)
     r.add_get("/api/history", history)
+    r.add_get("/api/quality", quality)
+    r.add_get("/api/outbox", outbox)
     r.add_post("/api/jobs/{name}/{action}", job_action)
     r.add_post("/api/dead/replay", replay)
     r.add_get("/metrics", metrics)
@@ -274,3 +278,47 @@ async def metrics(request: web.Request) -> web.Response:
     registry.register(FleetCollector(lambda: ov, counters=request.query.get("only") != "store"))
     body = generate_latest(registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST, **NO_STORE})
+
+
+async def quality(request: web.Request) -> web.Response:
+    import json
+
+    store = request.app[STATE].store
+    job = request.query.get("job") or None
+    runs = _runs(request)
+    names = [job] if job else [j.name for j in await store.list_jobs()]
+    if job and await store.get_job(job) is None:
+        raise web.HTTPNotFound(text=f"no job named {job!r}")
+    out = []
+    for name in names:
+        rows = await store.profiles(name, limit=runs)
+        out.append(
+            {"job": name, "runs": [{**json.loads(r.profile), "final": r.final} for r in rows]}
+        )
+    return _json(out)
+
+
+def _runs(request: web.Request) -> int:
+    try:
+        return max(1, min(50, int(request.query.get("runs", 4))))
+    except ValueError:
+        raise web.HTTPBadRequest(text="runs must be a number") from None
+
+
+async def outbox(request: web.Request) -> web.Response:
+    from crawlfleet.notify.destinations import destinations
+
+    state = request.app[STATE]
+    labels = {d.id: d.label for d in destinations(state.settings)}
+    counts = await state.store.outbox_counts()
+    dead = await state.store.dead_deliveries(_limit(request))
+    return _json(
+        {
+            "destinations": [
+                {**asdict(c), "label": labels.get(c.destination, c.destination)} for c in counts
+            ],
+            "dead": [
+                {**asdict(d), "label": labels.get(d.destination, d.destination)} for d in dead
+            ],
+        }
+    )

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -25,14 +27,19 @@ from crawlfleet.control.state import ControlState
 from crawlfleet.errors import StoreError
 from crawlfleet.frontier.ports import Jobs
 from crawlfleet.frontier.upkeep import UPKEEP_EVERY
+from crawlfleet.notify.destinations import destinations
+from crawlfleet.notify.keeper import QualityKeeper
 
 __all__ = ["keep_runs", "make_app", "run", "start_metrics_server"]
 
 log = logging.getLogger("crawlfleet.control")
 
 
-def make_app(state: ControlState, guard: Guard, *, sample_every: float = 5.0) -> web.Application:
-    """The application over ``state``, guarded by ``guard``, sampling every ``sample_every``."""
+def make_app(
+    state: ControlState, guard: Guard, *, sample_every: float = 5.0, keep_quality: bool = True
+) -> web.Application:
+    """The application over ``state``, guarded by ``guard``, sampling every ``sample_every``;
+    it keeps the runs' quality and delivers the outbox too (``keep_quality``), as workers do."""
     app = web.Application(middlewares=[guard_middleware], client_max_size=1 << 20)
     app[GUARD] = guard
     app[api.STATE] = state
@@ -47,24 +54,46 @@ def make_app(state: ControlState, guard: Guard, *, sample_every: float = 5.0) ->
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
+    async def quality(_: web.Application) -> AsyncIterator[None]:
+        from crawlfleet.notify.service import keep
+
+        owner = f"serve-{socket.gethostname()}-{os.getpid()}"
+        task = asyncio.create_task(keep(state.store, state.settings, owner=owner), name="notify")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
     async def scheduler(_: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(keep_runs(state.store), name="scheduler")
+        closing = (
+            QualityKeeper(state.store, state.settings, destinations(state.settings))
+            if keep_quality
+            else None
+        )
+        task = asyncio.create_task(keep_runs(state.store, closing=closing), name="scheduler")
         yield
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
     app.cleanup_ctx.append(sampler)
+    if keep_quality:
+        app.cleanup_ctx.append(quality)
     app.cleanup_ctx.append(scheduler)
     return app
 
 
-async def keep_runs(store: Jobs, every: float = UPKEEP_EVERY) -> None:
+async def keep_runs(
+    store: Jobs, every: float = UPKEEP_EVERY, *, closing: QualityKeeper | None = None
+) -> None:
     """What ``serve`` does for the runs, as every worker does: end the runs whose jobs have
-    nothing left, and start the due runs of the schedules (each once across the fleet)."""
+    nothing left (and close their quality with ``closing``, before a schedule can start the
+    next), and start the due runs of the schedules (each once across the fleet)."""
     while True:
         try:
-            await store.finish_runs()
+            ended = await store.finish_runs()
+            if ended and closing is not None:
+                await closing.close_runs(ended)
             await store.start_due_runs()
         except StoreError as exc:
             log.debug("runs and schedules skipped: %s", exc)

@@ -24,6 +24,7 @@ PAGES: Final = {
     "/workers": ("workers", "Workers"),
     "/dead": ("dead", "Dead letters"),
     "/quarantine": ("quarantine", "Quarantine"),
+    "/quality": ("quality", "Quality"),
 }
 REFRESH_MS: Final = web.AppKey("refresh_ms", int)
 

@@ -9,15 +9,24 @@ read is its own statement on the backend's own connection: none joins a write tr
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
+from crawlfleet.data.profile import FieldStats
 from crawlfleet.frontier.common import (
     dead_from_row,
     quarantine_from_row,
     quarantine_item_from_row,
     record_from_row,
+)
+from crawlfleet.frontier.outbox import (
+    DeadDelivery,
+    EventRow,
+    OutboxCount,
+    field_stats_from_rows,
 )
 from crawlfleet.frontier.ports import (
     DomainQueue,
@@ -25,6 +34,7 @@ from crawlfleet.frontier.ports import (
     JobActivity,
     LaneRow,
     LeaseHolder,
+    ProfileRow,
     QuarantineItem,
     RecordCursor,
     RouteRow,
@@ -134,3 +144,67 @@ class SqlInsights(ABC):
     async def quarantine_item(self, item_id: int) -> QuarantineItem | None:
         row = await self._one("quarantine_item", item_id)
         return None if row is None else quarantine_item_from_row(tuple(row))
+
+    # -- the outbox and the run profiles --------------------------------------------------------
+
+    async def outbox_counts(self) -> list[OutboxCount]:
+        return [
+            OutboxCount(d, int(q or 0), int(le or 0), int(do or 0), int(de or 0), oldest, err)
+            for d, q, le, do, de, oldest, err in await self._all("outbox_counts")
+        ]
+
+    async def dead_deliveries(self, limit: int = 100) -> list[DeadDelivery]:
+        return [DeadDelivery(*row) for row in await self._all("outbox_dead", limit)]
+
+    async def outbox_events(
+        self, job: str | None = None, kind: str | None = None, limit: int = 100
+    ) -> list[EventRow]:
+        return [EventRow(*row) for row in await self._all("outbox_events_of", job, kind, limit)]
+
+    async def profiles(self, job: str, limit: int = 10) -> list[ProfileRow]:
+        rows = await self._all("profiles_of", await self._job_id(job), limit)
+        return [ProfileRow(int(run), profile, bool(final)) for run, profile, final in rows]
+
+    async def profile_counts(
+        self, job: str, run: int
+    ) -> tuple[int, int, dict[str, int], dict[str, FieldStats]]:
+        job_id = await self._job_id(job)
+        counts = await self._one("profile_records", job_id, run)
+        records, quarantined = (int(v or 0) for v in counts) if counts else (0, 0)
+        reasons = {str(r): int(n) for r, n in await self._all("quarantine_reasons", job_id, run)}
+        stats = field_stats_from_rows(await self._all("profile_fields", job_id, run))
+        for name, s in list(stats.items()):
+            if s.numbers and s.median is None:  # a backend without a median aggregate
+                row = await self._one("profile_median", job_id, name, s.numbers, run)
+                median = None if row is None or row[0] is None else float(row[0])
+                stats[name] = replace(s, median=median)
+        return records, quarantined, reasons, stats
+
+    async def records_missing(
+        self, job: str, run: int, field: str, limit: int = 5
+    ) -> list[RecordRow]:
+        rows = await self._all("records_missing", await self._job_id(job), field, limit, run)
+        return [record_from_row(row) for row in rows]
+
+    async def run_costs(self, job: str, run: int, since: float) -> tuple[int, int, int]:
+        row = await self._one("run_requests", await self._job_id(job), run, since)
+        retries, traps, blocked = (int(v or 0) for v in row) if row else (0, 0, 0)
+        return retries, traps, blocked
+
+    async def sink_records(
+        self, job: str, run: int, after: str, limit: int
+    ) -> list[tuple[RecordRow, str, Any]]:
+        rows = await self._all("sink_records", await self._job_id(job), after, limit, run)
+        out = []
+        for row in rows:
+            previous = row[9]
+            if isinstance(previous, str):
+                previous = json.loads(previous)
+            out.append((record_from_row(tuple(row)[:8]), str(row[8]), previous))
+        return out
+
+    async def blocked_examples(
+        self, job: str, since: float = 0.0, limit: int = 5
+    ) -> list[tuple[str, float, int]]:
+        rows = await self._all("blocked_examples", await self._job_id(job), since, limit)
+        return [(url, float(at), int(n)) for url, at, n in rows]

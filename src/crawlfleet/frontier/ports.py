@@ -5,6 +5,10 @@
 * :class:`Jobs` — jobs and their state (``submit``, ``pause``, ``resume``, ``cancel``), their
   runs (``start_run``, ``finish_runs``) and schedules (``save_schedule``, ``start_due_runs``);
 * :class:`Pacing` — per-lane limits and pacing as the store holds them;
+* :class:`Outbox` — what leaves the machine: events written once, their deliveries leased,
+  settled, retried, dead, replayed (``crawlfleet.notify`` sends them);
+* :class:`Quality` — each run's data profile: its checks while it goes, once final, and the
+  records sinks' progress through a finished run;
 * :class:`Insights` — read-only views for the commands, export and the dashboard: stats,
   records, quarantine, dead letters, and the fleet's picture (backlog per domain, lanes, routes,
   what the workers report).
@@ -33,6 +37,14 @@ Rules every backend keeps (the contract suite in ``tests/contract`` checks each 
 * Every failed attempt, lease expiry and trap is a row of the request's history (``dead_letter``).
   A failure with ``count_attempt=False`` (robots.txt unreachable: the host, not the request, is
   not ready) is retried later without using up an attempt.
+* The outbox: ``emit`` writes an event once by its key (a second ``emit`` of the key adds
+  nothing) with one delivery per destination; ``lease_deliveries`` hands each delivery to one
+  holder at a time (fencing token, expiry; an expired lease is taken over and counts its
+  attempt, and one that used the last attempt is dead); ``settle_deliveries`` acts only while
+  the token matches.
+* Run profiles: ``claim_check`` lets one process at a time check a running run, every
+  ``every`` seconds; ``save_profile(final=True)`` succeeds once per run, and writes the run's
+  events in the same transaction (the one that loses the race writes nothing).
 * Trap guards end as ``dead(trap)`` rows, never silent drops: links the worker found to be traps
   (``NewRequest.trap``), and new requests over the job's per-host or per-URL-pattern budget,
   counted in the store at enqueue time so the budgets hold across the whole fleet. A request a
@@ -55,6 +67,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from crawlfleet.data.changes import ChangeRow
+from crawlfleet.data.profile import FieldStats
+from crawlfleet.frontier.outbox import (
+    DeadDelivery,
+    Delivery,
+    DeliveryResult,
+    EventRow,
+    OutboxCount,
+    OutboxEvent,
+)
 from crawlfleet.model import (
     KINDS,
     Completion,
@@ -89,7 +110,10 @@ __all__ = [
     "LaneRow",
     "LaneState",
     "LeaseHolder",
+    "Outbox",
     "Pacing",
+    "ProfileRow",
+    "Quality",
     "QuarantineItem",
     "Queue",
     "RecordCursor",
@@ -393,6 +417,89 @@ class Pacing(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ProfileRow:
+    """A run's profile as the store keeps it (the JSON of a ``data.profile.RunProfile``)."""
+
+    run: int
+    profile: str
+    final: bool
+
+
+class Outbox(Protocol):
+    """Events that leave the machine, and their deliveries (see the rules above)."""
+
+    async def emit(self, events: Sequence[OutboxEvent]) -> int:
+        """Write the events not written before (by key) with their deliveries; returns how
+        many were new."""
+        ...
+
+    async def lease_deliveries(
+        self, owner: str, destinations: Sequence[str], limit: int, ttl: float
+    ) -> list[Delivery]:
+        """Lease up to ``limit`` deliveries due now to the ``destinations`` this process can
+        send to (those whose holder's lease expired too)."""
+        ...
+
+    async def settle_deliveries(self, results: Sequence[DeliveryResult]) -> set[int]:
+        """Done, retried later or dead, for the deliveries still held; returns their ids."""
+        ...
+
+    async def replay_deliveries(
+        self, destination: str | None = None, ids: Sequence[int] = ()
+    ) -> int:
+        """Queue dead deliveries again (of one destination, or these ids) with fresh tries."""
+        ...
+
+    async def prune_outbox(self, before: float) -> int:
+        """Forget deliveries that ended before ``before`` and the events none is left of."""
+        ...
+
+
+class Quality(Protocol):
+    """Each run's data profile, and the records sinks' progress through finished runs."""
+
+    async def claim_check(self, job: str, run: int, every: float) -> bool:
+        """Whether this process checks ``run`` now: it is not final and nobody checked it in
+        the last ``every`` seconds (the claim is taken)."""
+        ...
+
+    async def save_profile(
+        self,
+        job: str,
+        run: int,
+        profile: str,
+        *,
+        final: bool = False,
+        events: Sequence[OutboxEvent] = (),
+    ) -> bool:
+        """Keep a run's profile, and emit ``events`` in the same transaction. ``final``:
+        once per run (False: it was final already, nothing written). A check's profile never
+        replaces a final one."""
+        ...
+
+    async def advance_sink(
+        self,
+        job: str,
+        run: int,
+        sink: str,
+        *,
+        batches: int,
+        after: str,
+        done: bool,
+        event: OutboxEvent | None = None,
+    ) -> bool:
+        """Move ``sink``'s progress through ``run`` past batch number ``batches`` (to the key
+        ``after``; ``done``: nothing is left), writing ``event`` (the batch) with it. False:
+        another process moved it first (nothing written)."""
+        ...
+
+    async def sink_state(self, job: str, run: int, sink: str) -> tuple[str, int, bool]:
+        """Where ``sink`` is in ``run``: the key its next batch starts after, the batches
+        written, whether it is done (a new sink starts at the beginning)."""
+        ...
+
+
 class Insights(Protocol):
     """Read-only views of the store: the commands, export and the dashboard read these."""
 
@@ -476,8 +583,58 @@ class Insights(Protocol):
 
     async def quarantine_item(self, item_id: int) -> QuarantineItem | None: ...
 
+    async def outbox_counts(self) -> list[OutboxCount]:
+        """Every destination's deliveries by state."""
+        ...
 
-class Frontier(Queue, Jobs, Pacing, Insights, Protocol):
+    async def dead_deliveries(self, limit: int = 100) -> list[DeadDelivery]: ...
+
+    async def outbox_events(
+        self, job: str | None = None, kind: str | None = None, limit: int = 100
+    ) -> list[EventRow]:
+        """The newest events written (of one job, of one kind)."""
+        ...
+
+    async def profiles(self, job: str, limit: int = 10) -> list[ProfileRow]:
+        """The job's run profiles, the newest run first."""
+        ...
+
+    async def profile_counts(
+        self, job: str, run: int
+    ) -> tuple[int, int, dict[str, int], dict[str, FieldStats]]:
+        """What a profile of a run needs: its records (those it wrote or carried over, not
+        those it removed), its quarantined records, those by reason, and every field's counts
+        (see ``data.profile.field_stats``)."""
+        ...
+
+    async def records_missing(
+        self, job: str, run: int, field: str, limit: int = 5
+    ) -> list[RecordRow]:
+        """Records of the run whose ``field`` is missing or empty (a coverage breach's
+        examples), by key."""
+        ...
+
+    async def run_costs(self, job: str, run: int, since: float) -> tuple[int, int, int]:
+        """A run's retries (over its finished requests), its traps, and the job's attempts
+        answered with blocks since ``since`` (the run's start)."""
+        ...
+
+    async def sink_records(
+        self, job: str, run: int, after: str, limit: int
+    ) -> list[tuple[RecordRow, str, Any]]:
+        """The next ``limit`` records of a run's changes after key ``after`` (by key): those
+        new or changed in it, and those it removed, with their status (``new``, ``changed``,
+        ``removed``) and the version before (None: none kept)."""
+        ...
+
+    async def blocked_examples(
+        self, job: str, since: float = 0.0, limit: int = 5
+    ) -> list[tuple[str, float, int]]:
+        """URLs of the job answered with blocks since ``since``: ``(url, last at, blocks)``."""
+        ...
+
+
+class Frontier(Queue, Jobs, Pacing, Outbox, Quality, Insights, Protocol):
     """A whole queue store: every port. Backends implement it; callers take what they need."""
 
     async def open(self) -> None: ...

@@ -237,6 +237,8 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         if not report.interrupted:
             await store.finish_runs([name])
         report.run = await store.current_run(name)
+        if not report.interrupted:
+            report.notes.extend(await _quality(store, settings, name))
         return report
     finally:
         await store.close()
@@ -425,6 +427,33 @@ def _account(
             )
     if report.failure is None and report.fetched == 0 and report.dead > 0:
         report.failure = f"no page was fetched: all {report.dead} requests were given up"
+
+
+async def _quality(store: Frontier, settings: Settings, name: str) -> list[str]:
+    """Close the finished run's quality (its profile, the monitors, the run summary) and
+    deliver what is due for a few seconds; the lines the summary gets of it."""
+    import json
+
+    from crawlfleet.errors import StoreError
+    from crawlfleet.notify.service import finish_job
+    from crawlfleet.worker.loops import default_worker_id
+
+    notes = []
+    try:
+        delivered = await finish_job(store, settings, name, owner=default_worker_id())
+        rows = await store.profiles(name, limit=1)
+    except StoreError as exc:
+        return [f"quality: not checked ({exc})"]
+    if not delivered:
+        notes.append("notifications: some wait in the outbox (crawlfleet notify status)")
+    if rows and rows[0].final:
+        alerts = json.loads(rows[0].profile).get("alerts") or []
+        if alerts:
+            names = ", ".join(sorted({str(a.get("alert")) for a in alerts}))
+            notes.append(
+                f"quality: {len(alerts)} alerts in run {rows[0].run} ({names}): crawlfleet quality"
+            )
+    return notes
 
 
 async def _parse_error_samples(

@@ -152,6 +152,49 @@ def store_families(ov: Overview) -> Iterator[Metric]:
     yield _gauge(
         "crawlfleet_alerts", "Subjects each alert rule fires for", ["rule"], firing.items()
     )
+    yield from quality_families(ov)
+
+
+#: fields per job /metrics exports the coverage of (the model's own names: bounded)
+COVERAGE_FIELDS = 50
+
+
+def quality_families(ov: Overview) -> Iterator[Metric]:
+    """Each job's newest run: its fields' coverage, its records, its quality alerts; and the
+    outbox's deliveries per destination (an id, never a URL) and state."""
+    quality = sorted(ov.quality.items())
+    yield _gauge(
+        "crawlfleet_field_coverage",
+        "Share of the newest run's records where the field is filled",
+        ["job", "field"],
+        (
+            (job, name, f.coverage)
+            for job, (p, _) in quality
+            for name, f in sorted(p.fields.items())[:COVERAGE_FIELDS]
+        ),
+    )
+    yield _gauge(
+        "crawlfleet_run_records",
+        "Records of the newest profiled run",
+        ["job"],
+        ((job, p.records) for job, (p, _) in quality),
+    )
+    yield _gauge(
+        "crawlfleet_quality_alerts",
+        "Quality alerts fired in the newest profiled run",
+        ["job"],
+        ((job, len(alerts)) for job, (_, alerts) in quality),
+    )
+    yield _gauge(
+        "crawlfleet_outbox_deliveries",
+        "Deliveries of the outbox by destination and state",
+        ["destination", "state"],
+        (
+            (c.destination, state, getattr(c, state))
+            for c in ov.outbox
+            for state in ("queued", "leased", "done", "dead")
+        ),
+    )
 
 
 def _rules() -> tuple[str, ...]:

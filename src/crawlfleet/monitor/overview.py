@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from crawlfleet.data.profile import RunProfile
+from crawlfleet.frontier.outbox import OutboxCount
 from crawlfleet.frontier.ports import (
     DomainQueue,
     FleetCounts,
@@ -176,6 +178,9 @@ class Overview:
     counts: FleetCounts
     samples: Samples
     alerts: list[Alert] = field(default_factory=list)
+    #: each job's newest run profile (its latest check, or final) and the alerts fired in it
+    quality: dict[str, tuple[RunProfile, list[dict[str, object]]]] = field(default_factory=dict)
+    outbox: list[OutboxCount] = field(default_factory=list)
 
     @property
     def workers_alive(self) -> int:
@@ -229,10 +234,14 @@ async def read_overview(
     """Everything the dashboard shows, from the store, as of ``now`` (the store's clock).
     ``proxies`` maps route ids to their masked proxy URLs (from this process's settings)."""
     stats, reasons = [], []
+    quality = {}
     for job in await store.list_jobs():
         stats.append(await store.stats(job.name))
         reasons.append((await store.job_activity(job.name)).dead_by_reason)
-    return build_overview(
+        for row in await store.profiles(job.name, limit=1):
+            saved = json.loads(row.profile)
+            quality[job.name] = (RunProfile.from_json(saved), list(saved.get("alerts") or []))
+    ov = build_overview(
         now,
         stats,
         reasons,
@@ -245,6 +254,7 @@ async def read_overview(
         alive_after=alive_after,
         proxies=proxies or {},
     )
+    return Overview(**{**ov.__dict__, "quality": quality, "outbox": await store.outbox_counts()})
 
 
 def build_overview(

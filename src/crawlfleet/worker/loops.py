@@ -9,7 +9,8 @@ again in the same transaction. The heartbeat keeps held leases alive. Only cache
 
 A fourth loop reports the worker's counters and gauges (:class:`crawlfleet.metrics.
 WorkerMetrics`, an observer of its events) to the store every ``stats_every`` seconds, and once
-more when it stops: the fleet's totals are the sums of these rows (``serve``, ``status``).
+more when it stops: the fleet's totals are the sums of these rows (``serve``, ``status``). A
+fifth keeps the runs' data quality and delivers the outbox (:mod:`crawlfleet.notify`).
 
 SIGTERM: stop leasing, let in-flight attempts finish within ``grace`` seconds, give the rest back
 (``release``), flush, exit. A second SIGTERM stops at once (leases then expire and are rescued).
@@ -155,6 +156,7 @@ class Worker:
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         stats = asyncio.create_task(self._stats_loop(), name="stats")
         upkeep = asyncio.create_task(self._upkeep_loop(), name="upkeep")
+        quality = asyncio.create_task(self._quality_loop(), name="quality")
         try:
             await self._lease_loop()
             await self._drain()
@@ -169,7 +171,8 @@ class Worker:
             heartbeat.cancel()
             stats.cancel()
             upkeep.cancel()
-            for task in (reporter, heartbeat, stats, upkeep):
+            quality.cancel()
+            for task in (reporter, heartbeat, stats, upkeep, quality):
                 with suppress(asyncio.CancelledError):
                     await task
             await self._flush()
@@ -487,12 +490,26 @@ class Worker:
                 log.exception("store upkeep failed")
             await asyncio.sleep(UPKEEP_EVERY)
 
+    async def _quality_loop(self) -> None:
+        """The runs' quality and the outbox (:mod:`crawlfleet.notify`): every worker takes
+        part, the store sees that each check, run end and delivery happens once."""
+        from crawlfleet.notify.service import keep
+
+        await keep(self.frontier, self.settings, owner=self.worker_id, jobs=self.jobs)
+
     async def _runs(self) -> None:
         """Whoever runs with the store keeps its runs going: a run whose job has nothing left
         ends (its removed records marked, its counters kept), and the schedules that are due
         start their runs (each once across the fleet: the store sees to it)."""
-        for run in await self.frontier.finish_runs(self.jobs):
+        ended = await self.frontier.finish_runs(self.jobs)
+        for run in ended:
             log.info("job %s: run %d finished", run.job, run.run)
+        if ended:  # their quality closed before a schedule starts their next run
+            from crawlfleet.notify.destinations import destinations
+            from crawlfleet.notify.keeper import QualityKeeper
+
+            keeper = QualityKeeper(self.frontier, self.settings, destinations(self.settings))
+            await keeper.close_runs(ended)
         for schedule, started in await self.frontier.start_due_runs():
             if started is not None:
                 log.info("schedule of job %s: run %d started", schedule.job, started.run)

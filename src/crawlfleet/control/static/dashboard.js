@@ -277,6 +277,62 @@
         { title: "snapshot", value: (q) => (q.snapshot ? el("a", { href: q.snapshot, target: "_blank", rel: "noopener" }, "raw") : "–") },
       ], items, "no quarantined records"));
     },
+    async quality() {
+      const [jobs, outbox] = await Promise.all([get("/api/quality"), get("/api/outbox")]);
+      const blocks = [];
+      for (const job of jobs) {
+        const runs = job.runs;
+        blocks.push(el("h2", {}, job.job));
+        if (!runs.length) { blocks.push(el("p", { class: "empty" }, "no profile yet")); continue; }
+        const head = runs[0];
+        const cols = [{ title: "", value: (r) => r.label }].concat(runs.map((p, i) => ({
+          title: "run " + p.run + (p.final ? "" : " (running)"), num: true, value: (r) => r.cells[i],
+        })));
+        const rows = [];
+        for (const [label, key] of [["records", "records"], ["quarantined", "quarantined"], ["pages", "pages"], ["dead", "dead"], ["blocked", "blocked"]]) {
+          rows.push({ label, cells: runs.map((p) => num(p[key])) });
+        }
+        const fields = [...new Set(runs.flatMap((p) => Object.keys(p.fields || {})))].sort();
+        const flagged = new Set((head.alerts || []).map((a) => a.field).filter(Boolean));
+        for (const f of fields) {
+          rows.push({
+            label: el("span", { class: flagged.has(f) ? "bad" : null, dataset: { field: f } }, "coverage " + f + (flagged.has(f) ? " !" : "")),
+            cells: runs.map((p) => pct(((p.fields || {})[f] || {}).coverage)),
+          });
+        }
+        for (const f of fields) {
+          const shares = runs.map((p) => ((p.fields || {})[f] || {}).distinct_share);
+          if (shares.some((x) => x !== null && x !== undefined)) rows.push({ label: "distinct " + f, cells: shares.map(pct) });
+        }
+        for (const f of fields) {
+          if ((((head.fields || {})[f]) || {}).median === null || (((head.fields || {})[f]) || {}).median === undefined) continue;
+          rows.push({ label: "min / median / max " + f, cells: runs.map((p) => {
+            const x = (p.fields || {})[f] || {};
+            return num(x.minimum) + " / " + num(x.median) + " / " + num(x.maximum);
+          }) });
+        }
+        blocks.push(table(cols, rows));
+        blocks.push(el("h3", {}, "Alerts of run " + head.run));
+        blocks.push(table([
+          { title: "alert", value: (a) => a.alert },
+          { title: "field", value: (a) => a.field || "" },
+          { title: "severity", value: (a) => el("span", { class: "state " + (a.severity === "critical" ? "open" : "probing") }, a.severity) },
+          { title: "value", num: true, value: (a) => num(a.value) },
+          { title: "baseline", num: true, value: (a) => num(a.baseline) },
+          { title: "message", value: (a) => a.message },
+        ], head.alerts || [], "no alert"));
+      }
+      blocks.push(el("h2", {}, "Outbox"));
+      blocks.push(table([
+        { title: "destination", value: (c) => c.label },
+        { title: "waiting", num: true, value: (c) => num(c.queued) },
+        { title: "in flight", num: true, value: (c) => num(c.leased) },
+        { title: "delivered", num: true, value: (c) => num(c.done) },
+        { title: "dead", num: true, value: (c) => el("span", { class: c.dead ? "bad" : null }, num(c.dead)) },
+        { title: "last error", value: (c) => c.last_error || "" },
+      ], outbox.destinations, "nothing sent yet"));
+      content.replaceChildren(...blocks);
+    },
   };
 
   async function render() {

@@ -22,6 +22,7 @@ from crawlfleet.frontier.postgres.connection import (
     _columns,
     _count,
 )
+from crawlfleet.frontier.postgres.outbox import PostgresOutbox
 from crawlfleet.frontier.postgres.queue import PostgresQueue
 from crawlfleet.frontier.postgres.runs import PostgresRuns
 from crawlfleet.model import (
@@ -34,7 +35,7 @@ from crawlfleet.model import (
 )
 
 
-class PostgresFrontier(PostgresQueue, PostgresRuns, SqlInsights):
+class PostgresFrontier(PostgresQueue, PostgresRuns, PostgresOutbox, SqlInsights):
     """The frontier contract on PostgreSQL (``postgresql://user@host/db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------

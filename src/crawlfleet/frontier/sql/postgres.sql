@@ -1031,6 +1031,11 @@ WITH gone_attempts AS (
     DELETE FROM runs WHERE job_id = $1
 ), gone_versions AS (
     DELETE FROM record_versions WHERE job_id = $1
+
+), gone_profiles AS (
+    DELETE FROM run_profiles WHERE job_id = $1
+), gone_sinks AS (
+    DELETE FROM sink_progress WHERE job_id = $1
 )
 DELETE FROM requests WHERE job_id = $1;
 
@@ -1467,6 +1472,254 @@ FOR UPDATE SKIP LOCKED;
 UPDATE schedules SET next_at = $2, queued = $3, last_at = coalesce($4, last_at),
     last_run = coalesce($5, last_run), last_note = $6
 WHERE job = $1;
+
+-- name: migration_0030_outbox
+-- What leaves the machine goes through an outbox in the store (see sqlite.sql for the whole
+-- story): outbox_events holds each event once (its key is the Idempotency-Key; the body is
+-- text, the bytes every destination is sent, not jsonb, which would reorder its keys), outbox
+-- one delivery per event and destination, leased like a request (token, expiry, SKIP LOCKED).
+CREATE TABLE outbox_events (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    key        text NOT NULL UNIQUE,
+    kind       text NOT NULL,
+    job        text,
+    run        integer,
+    body       text NOT NULL,
+    created_at double precision NOT NULL
+);
+CREATE TABLE outbox (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id         bigint NOT NULL REFERENCES outbox_events (id) ON DELETE CASCADE,
+    destination      text NOT NULL,
+    state            text NOT NULL DEFAULT 'queued',
+    attempts         integer NOT NULL DEFAULT 0,
+    max_attempts     integer NOT NULL,
+    ready_at         double precision NOT NULL,
+    lease_owner      text,
+    lease_token      bigint NOT NULL DEFAULT 0,
+    lease_expires_at double precision,
+    last_status      integer,
+    last_error       text,
+    created_at       double precision NOT NULL,
+    done_at          double precision,
+    CONSTRAINT outbox_delivery UNIQUE (event_id, destination)
+);
+CREATE INDEX outbox_ready ON outbox (destination, ready_at, id) WHERE state = 'queued';
+CREATE INDEX outbox_leased ON outbox (lease_expires_at) WHERE state = 'leased';
+
+-- name: migration_0031_run_profiles
+-- Each run's data profile (JSON), checked by one process at a time while the run goes
+-- (checked_at) and made final exactly once when it finished (see sqlite.sql).
+CREATE TABLE run_profiles (
+    job_id     bigint NOT NULL,
+    run        integer NOT NULL,
+    profile    text,
+    final      boolean NOT NULL DEFAULT false,
+    checked_at double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, run)
+);
+
+-- name: migration_0032_sink_progress
+-- How far each records sink got through a finished run's changes (see sqlite.sql).
+CREATE TABLE sink_progress (
+    job_id    bigint NOT NULL,
+    run       integer NOT NULL,
+    sink      text NOT NULL,
+    after_key text COLLATE "C" NOT NULL DEFAULT '',
+    batches   integer NOT NULL DEFAULT 0,
+    done      boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (job_id, run, sink)
+);
+
+-- name: emit_event
+INSERT INTO outbox_events (key, kind, job, run, body, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (key) DO NOTHING
+RETURNING id;
+
+-- name: emit_delivery
+INSERT INTO outbox (event_id, destination, max_attempts, ready_at, created_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (event_id, destination) DO NOTHING;
+
+-- name: outbox_lost
+UPDATE outbox SET state = 'dead', lease_owner = NULL, done_at = $1,
+    last_error = coalesce(last_error || ' | ', '') || 'delivery lost (the process sending it died)'
+WHERE state = 'leased' AND lease_expires_at < $1 AND attempts >= max_attempts;
+
+-- name: outbox_lease
+-- SKIP LOCKED: two deliverers picking at once take different rows, neither waits
+UPDATE outbox o SET
+    state = 'leased',
+    attempts = o.attempts + 1,
+    lease_token = o.lease_token + 1,
+    lease_owner = $1,
+    lease_expires_at = $2
+FROM (
+    SELECT id FROM outbox
+    WHERE destination = ANY($3::text[])
+      AND ((state = 'queued' AND ready_at <= $4) OR (state = 'leased' AND lease_expires_at < $4))
+    ORDER BY ready_at, id
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+) pick
+WHERE o.id = pick.id
+RETURNING o.id, o.lease_token, o.destination, o.attempts, o.max_attempts, o.event_id;
+
+-- name: outbox_bodies
+SELECT id, key, kind, job, run, body FROM outbox_events WHERE id = ANY($1::bigint[]);
+
+-- name: outbox_settle
+UPDATE outbox SET
+    state = $3::text,
+    ready_at = coalesce($4::float8, ready_at),
+    last_status = $5::integer,
+    last_error = $6::text,
+    lease_owner = NULL,
+    done_at = CASE WHEN $3::text IN ('done', 'dead') THEN $7::float8 ELSE NULL END
+WHERE id = $1 AND lease_token = $2 AND state = 'leased';
+
+-- name: outbox_replay
+UPDATE outbox SET state = 'queued', attempts = 0, ready_at = $1, done_at = NULL
+WHERE state = 'dead' AND ($2::text IS NULL OR destination = $2)
+  AND ($3::bigint[] IS NULL OR id = ANY($3::bigint[]));
+
+-- name: outbox_prune
+-- delivered (or dead) long ago: the deliveries ...
+DELETE FROM outbox WHERE state IN ('done', 'dead') AND done_at < $1;
+
+-- name: outbox_prune_events
+-- ... then the events none of whose deliveries is left
+DELETE FROM outbox_events e
+WHERE e.created_at < $1 AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.event_id = e.id);
+
+-- name: outbox_counts
+SELECT destination,
+       count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased'),
+       count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'dead'),
+       min(created_at) FILTER (WHERE state = 'queued'),
+       (SELECT o2.last_error FROM outbox o2 WHERE o2.destination = o.destination
+          AND o2.last_error IS NOT NULL ORDER BY coalesce(o2.done_at, o2.ready_at) DESC LIMIT 1)
+FROM outbox o
+GROUP BY destination
+ORDER BY destination;
+
+-- name: outbox_dead
+SELECT o.id, o.destination, e.key, e.kind, e.job, e.run, o.attempts, o.last_status,
+       o.last_error, o.done_at
+FROM outbox o JOIN outbox_events e ON e.id = o.event_id
+WHERE o.state = 'dead'
+ORDER BY o.done_at DESC, o.id
+LIMIT $1;
+
+-- name: outbox_events_of
+SELECT key, kind, job, run, body, created_at FROM outbox_events
+WHERE ($1::text IS NULL OR job = $1) AND ($2::text IS NULL OR kind = $2)
+ORDER BY id DESC
+LIMIT $3;
+
+-- name: profile_insert
+INSERT INTO run_profiles (job_id, run, checked_at) VALUES ($1, $2, 0)
+ON CONFLICT (job_id, run) DO NOTHING;
+
+-- name: profile_claim
+UPDATE run_profiles SET checked_at = $3
+WHERE job_id = $1 AND run = $2 AND NOT final AND checked_at <= $3::float8 - $4::float8;
+
+-- name: profile_save
+UPDATE run_profiles SET profile = $1 WHERE job_id = $2 AND run = $3 AND NOT final;
+
+-- name: profile_finalize
+UPDATE run_profiles SET profile = $3, final = true, checked_at = $4
+WHERE job_id = $1 AND run = $2 AND NOT final;
+
+-- name: profiles_of
+SELECT run, profile, final FROM run_profiles
+WHERE job_id = $1 AND profile IS NOT NULL
+ORDER BY run DESC
+LIMIT $2;
+
+-- name: profile_fields
+-- one pass over a run's records for every top-level field (see sqlite.sql); the median too
+SELECT f.key,
+       count(*),
+       count(*) FILTER (WHERE f.value NOT IN ('null'::jsonb, '[]'::jsonb, '{}'::jsonb)
+                        AND NOT (jsonb_typeof(f.value) = 'string'
+                                 AND btrim(f.value #>> '{}', E' \t\n\r') = '')),
+       count(*) FILTER (WHERE jsonb_typeof(f.value) = 'string'
+                        AND btrim(f.value #>> '{}', E' \t\n\r') <> ''),
+       count(DISTINCT f.value) FILTER (WHERE jsonb_typeof(f.value) = 'string'
+                                       AND btrim(f.value #>> '{}', E' \t\n\r') <> ''),
+       count(*) FILTER (WHERE jsonb_typeof(f.value) = 'number'),
+       min((f.value #>> '{}')::float8) FILTER (WHERE jsonb_typeof(f.value) = 'number'),
+       max((f.value #>> '{}')::float8) FILTER (WHERE jsonb_typeof(f.value) = 'number'),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY (f.value #>> '{}')::float8)
+           FILTER (WHERE jsonb_typeof(f.value) = 'number')
+FROM records r
+CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(r.data) = 'object' THEN r.data
+                                   ELSE '{}'::jsonb END) f
+WHERE r.job_id = $1 AND r.run = $2 AND r.status <> 'removed'
+GROUP BY f.key;
+
+-- name: profile_median
+-- (profile_fields has the median already: never read)
+SELECT NULL::float8 WHERE $1::bigint IS NULL AND $2::text IS NULL AND $3::int IS NULL
+  AND $4::int IS NULL;
+
+-- name: profile_records
+SELECT (SELECT count(*) FROM records WHERE job_id = $1 AND run = $2 AND status <> 'removed'),
+       (SELECT count(*) FROM quarantine WHERE job_id = $1 AND run = $2);
+
+-- name: run_requests
+SELECT coalesce(sum(attempts - 1) FILTER (WHERE state IN ('done', 'dead') AND attempts > 0), 0),
+       count(*) FILTER (WHERE state = 'dead' AND dead_reason = 'trap'),
+       (SELECT count(*) FROM attempts a JOIN requests q ON q.id = a.request_id
+        WHERE q.job_id = $1 AND a.outcome = 'blocked' AND a.at >= $3)
+FROM requests WHERE job_id = $1 AND run = $2;
+
+-- name: quarantine_reasons
+SELECT coalesce(errors -> 0 ->> 'type', 'invalid'), count(*) FROM quarantine
+WHERE job_id = $1 AND run = $2
+GROUP BY 1;
+
+-- name: records_missing
+SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to
+FROM records
+WHERE job_id = $1 AND run = $4 AND status <> 'removed'
+  AND (coalesce(data -> $2::text, 'null'::jsonb) IN ('null'::jsonb, '[]'::jsonb, '{}'::jsonb)
+       OR (jsonb_typeof(data -> $2::text) = 'string'
+           AND btrim(data ->> $2::text, E' \t\n\r') = ''))
+ORDER BY key
+LIMIT $3;
+
+-- name: blocked_examples
+SELECT r.url, max(a.at), count(*) FROM attempts a JOIN requests r ON r.id = a.request_id
+WHERE r.job_id = $1 AND a.outcome = 'blocked' AND a.at >= $2
+GROUP BY r.url
+ORDER BY max(a.at) DESC
+LIMIT $3;
+
+-- name: sink_start
+INSERT INTO sink_progress (job_id, run, sink) VALUES ($1, $2, $3)
+ON CONFLICT (job_id, run, sink) DO NOTHING;
+
+-- name: sink_state
+SELECT after_key, batches, done FROM sink_progress WHERE job_id = $1 AND run = $2 AND sink = $3;
+
+-- name: sink_advance
+UPDATE sink_progress SET after_key = $4, batches = batches + $6, done = $7
+WHERE job_id = $1 AND run = $2 AND sink = $3 AND batches = $5 AND NOT done;
+
+-- name: sink_records
+SELECT key, data::text, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file,
+       warc_refers_to, status, previous::text
+FROM records
+WHERE job_id = $1 AND key > $2
+  AND ((run = $4 AND status IN ('new', 'changed')) OR (status = 'removed' AND removed_run = $4))
+ORDER BY key
+LIMIT $3;
+
 -- name: migration_0035_fetcher_kind_statistics_impersonate
 -- The fetcher kinds are three (http, impersonate, browser): the pick's expression changed, and
 -- the planner matches statistics to an expression as written, so migration 0018's statistics

@@ -821,6 +821,8 @@ DELETE FROM budgets WHERE job_id = :job_id;
 DELETE FROM records WHERE job_id = :job_id;
 DELETE FROM quarantine WHERE job_id = :job_id;
 DELETE FROM sessions WHERE job_id = :job_id;
+DELETE FROM run_profiles WHERE job_id = :job_id;
+DELETE FROM sink_progress WHERE job_id = :job_id;
 DELETE FROM requests WHERE job_id = :job_id;
 DELETE FROM runs WHERE job_id = :job_id;
 DELETE FROM record_versions WHERE job_id = :job_id;
@@ -1201,3 +1203,283 @@ FROM schedules WHERE next_at <= :now OR queued = 1 ORDER BY next_at;
 UPDATE schedules SET next_at = :next_at, queued = :queued, last_at = coalesce(:last_at, last_at),
     last_run = coalesce(:last_run, last_run), last_note = :note
 WHERE job = :job;
+
+-- name: migration_0030_outbox
+-- Schema version 30: what leaves the machine goes through an outbox in the store. An event
+-- (an alert, a run's summary, a batch of a run's changed records) is one row of outbox_events,
+-- its body the JSON every destination is sent as it is, its key the Idempotency-Key (unique: an
+-- event written twice, by two processes that found the same breach, is one). Each destination
+-- it goes to (a webhook, Slack, mail, a records sink; by a stable id, never its URL) is one row
+-- of outbox, leased like a request (token, expiry): a process that dies mid-delivery loses
+-- nothing, its lease expires and another takes the row over.
+CREATE TABLE outbox_events (
+    id         INTEGER PRIMARY KEY,
+    key        TEXT NOT NULL UNIQUE,
+    kind       TEXT NOT NULL,
+    job        TEXT,
+    run        INTEGER,
+    body       TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE outbox (
+    id               INTEGER PRIMARY KEY,
+    event_id         INTEGER NOT NULL,
+    destination      TEXT NOT NULL,
+    state            TEXT NOT NULL DEFAULT 'queued',
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    max_attempts     INTEGER NOT NULL,
+    ready_at         REAL NOT NULL,
+    lease_owner      TEXT,
+    lease_token      INTEGER NOT NULL DEFAULT 0,
+    lease_expires_at REAL,
+    last_status      INTEGER,
+    last_error       TEXT,
+    created_at       REAL NOT NULL,
+    done_at          REAL,
+    UNIQUE (event_id, destination)
+);
+-- the deliverer's pick: ready rows of the destinations it knows, oldest first
+CREATE INDEX outbox_ready ON outbox (destination, ready_at, id) WHERE state = 'queued';
+-- leases of processes that died
+CREATE INDEX outbox_leased ON outbox (lease_expires_at) WHERE state = 'leased';
+
+-- name: migration_0031_run_profiles
+-- Schema version 31: each run's data profile (crawlfleet.data.profile, as JSON), computed while
+-- the run goes (checked_at: one process of the fleet checks a run at a time, every [quality]
+-- check_every seconds) and once more when it has finished (final: exactly once, in the
+-- transaction that writes the run's events).
+CREATE TABLE run_profiles (
+    job_id     INTEGER NOT NULL,
+    run        INTEGER NOT NULL,
+    profile    TEXT,
+    final      INTEGER NOT NULL DEFAULT 0,
+    checked_at REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, run)
+) WITHOUT ROWID;
+
+-- name: migration_0032_sink_progress
+-- Schema version 32: how far each records sink got through a finished run's changes: the key
+-- after which the next batch starts and how many batches were written. A batch is an outbox
+-- event (key changes:JOB:RUN:SINK:N) written in the transaction that moves this on, so a
+-- process that dies half way leaves the rest to the next one, and none is written twice.
+CREATE TABLE sink_progress (
+    job_id    INTEGER NOT NULL,
+    run       INTEGER NOT NULL,
+    sink      TEXT NOT NULL,
+    after_key TEXT NOT NULL DEFAULT '',
+    batches   INTEGER NOT NULL DEFAULT 0,
+    done      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, run, sink)
+) WITHOUT ROWID;
+
+-- name: emit_event
+INSERT INTO outbox_events (key, kind, job, run, body, created_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO NOTHING
+RETURNING id;
+
+-- name: emit_delivery
+INSERT INTO outbox (event_id, destination, max_attempts, ready_at, created_at)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (event_id, destination) DO NOTHING;
+
+-- name: outbox_lost
+-- a delivery whose holder died with its last attempt: dead, with why
+UPDATE outbox SET state = 'dead', lease_owner = NULL, done_at = :now,
+    last_error = coalesce(last_error || ' | ', '') || 'delivery lost (the process sending it died)'
+WHERE state = 'leased' AND lease_expires_at < :now AND attempts >= max_attempts;
+
+-- name: outbox_lease
+-- ready deliveries of the destinations this process knows, and those whose holder died (an
+-- expired lease: the attempt it counted stays counted), oldest first
+UPDATE outbox SET
+    state = 'leased',
+    attempts = attempts + 1,
+    lease_token = lease_token + 1,
+    lease_owner = :owner,
+    lease_expires_at = :expires
+WHERE id IN (
+    SELECT id FROM outbox
+    WHERE destination IN (SELECT value FROM json_each(:destinations))
+      AND ((state = 'queued' AND ready_at <= :now)
+           OR (state = 'leased' AND lease_expires_at < :now))
+    ORDER BY ready_at, id
+    LIMIT :limit
+)
+RETURNING id, lease_token, destination, attempts, max_attempts, event_id;
+
+-- name: outbox_bodies
+SELECT id, key, kind, job, run, body FROM outbox_events
+WHERE id IN (SELECT value FROM json_each(?));
+
+-- name: outbox_settle
+-- fenced by the token: a holder whose lease was taken over writes nothing
+UPDATE outbox SET
+    state = :state,
+    ready_at = coalesce(:retry_at, ready_at),
+    last_status = :status,
+    last_error = :error,
+    lease_owner = NULL,
+    done_at = CASE WHEN :state IN ('done', 'dead') THEN :now ELSE NULL END
+WHERE id = :id AND lease_token = :token AND state = 'leased';
+
+-- name: outbox_replay
+UPDATE outbox SET state = 'queued', attempts = 0, ready_at = :now, done_at = NULL
+WHERE state = 'dead' AND (:destination IS NULL OR destination = :destination)
+  AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)));
+
+-- name: outbox_prune
+-- delivered (or dead) long ago: the deliveries, then the events none of whose rows is left
+DELETE FROM outbox WHERE state IN ('done', 'dead') AND done_at < ?;
+
+-- name: outbox_prune_events
+DELETE FROM outbox_events
+WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.event_id = outbox_events.id);
+
+-- name: outbox_counts
+-- per destination: deliveries by state, the oldest ready one, the newest error
+SELECT destination,
+       sum(state = 'queued'), sum(state = 'leased'), sum(state = 'done'), sum(state = 'dead'),
+       min(CASE WHEN state = 'queued' THEN created_at END),
+       (SELECT last_error FROM outbox o2 WHERE o2.destination = o.destination
+          AND o2.last_error IS NOT NULL ORDER BY coalesce(o2.done_at, o2.ready_at) DESC LIMIT 1)
+FROM outbox o
+GROUP BY destination
+ORDER BY destination;
+
+-- name: outbox_dead
+SELECT o.id, o.destination, e.key, e.kind, e.job, e.run, o.attempts, o.last_status,
+       o.last_error, o.done_at
+FROM outbox o JOIN outbox_events e ON e.id = o.event_id
+WHERE o.state = 'dead'
+ORDER BY o.done_at DESC, o.id
+LIMIT ?;
+
+-- name: outbox_events_of
+SELECT key, kind, job, run, body, created_at FROM outbox_events
+WHERE (?1 IS NULL OR job = ?1) AND (?2 IS NULL OR kind = ?2)
+ORDER BY id DESC
+LIMIT ?3;
+
+-- name: profile_claim
+-- a check of a running run, by one process of the fleet at a time: the row is taken when it
+-- was last checked :every seconds ago (or never) and is not final
+INSERT INTO run_profiles (job_id, run, checked_at) VALUES (:job_id, :run, 0)
+ON CONFLICT (job_id, run) DO NOTHING;
+UPDATE run_profiles SET checked_at = :now
+WHERE job_id = :job_id AND run = :run AND final = 0 AND checked_at <= :now - :every;
+
+-- name: profile_save
+-- a check's profile; never over a final one
+UPDATE run_profiles SET profile = ? WHERE job_id = ? AND run = ? AND final = 0;
+
+-- name: profile_finalize
+-- the run's last profile: once, whoever gets here first
+INSERT INTO run_profiles (job_id, run, checked_at) VALUES (:job_id, :run, :now)
+ON CONFLICT (job_id, run) DO NOTHING;
+UPDATE run_profiles SET profile = :profile, final = 1, checked_at = :now
+WHERE job_id = :job_id AND run = :run AND final = 0;
+
+-- name: profiles_of
+SELECT run, profile, final FROM run_profiles
+WHERE job_id = ? AND profile IS NOT NULL
+ORDER BY run DESC
+LIMIT ?;
+
+-- name: profile_fields
+-- one pass over a run's records for every top-level field: present (any value), filled (not
+-- null, empty or blank), filled texts and their distinct values, numbers and their range
+SELECT j.key,
+       count(*),
+       sum(CASE j.type WHEN 'null' THEN 0
+                       WHEN 'text' THEN trim(j.value, ' ' || char(9, 10, 13)) <> ''
+                       WHEN 'array' THEN j.value <> '[]'
+                       WHEN 'object' THEN j.value <> '{}'
+                       ELSE 1 END),
+       sum(j.type = 'text' AND trim(j.value, ' ' || char(9, 10, 13)) <> ''),
+       count(DISTINCT CASE WHEN j.type = 'text' AND trim(j.value, ' ' || char(9, 10, 13)) <> '' THEN j.value END),
+       sum(j.type IN ('integer', 'real')),
+       min(CASE WHEN j.type IN ('integer', 'real') THEN j.value END),
+       max(CASE WHEN j.type IN ('integer', 'real') THEN j.value END),
+       NULL
+FROM records r, json_each(r.data) j
+WHERE r.job_id = ?1 AND r.run = ?2 AND r.status <> 'removed'
+GROUP BY j.key;
+
+-- name: profile_median
+-- SQLite has no median: the middle one (or two) of a field's numbers, in order
+SELECT avg(v) FROM (
+    SELECT j.value AS v FROM records r, json_each(r.data) j
+    WHERE r.job_id = ?1 AND j.key = ?2 AND j.type IN ('integer', 'real')
+      AND r.run = ?4 AND r.status <> 'removed'
+    ORDER BY v
+    LIMIT 2 - (?3 % 2) OFFSET (?3 - 1) / 2
+);
+
+-- name: profile_records
+-- a run's records (those it wrote or carried over, not those it removed) and its quarantine
+SELECT (SELECT count(*) FROM records WHERE job_id = ?1 AND run = ?2 AND status <> 'removed'),
+       (SELECT count(*) FROM quarantine WHERE job_id = ?1 AND run = ?2);
+
+-- name: run_requests
+-- what a run's requests cost: retries over its finished ones, its traps (dead, never
+-- fetched), and the attempts of the job answered with blocks since the run started
+SELECT coalesce(sum(CASE WHEN state IN ('done', 'dead') AND attempts > 0
+                         THEN attempts - 1 ELSE 0 END), 0),
+       coalesce(sum(state = 'dead' AND dead_reason = 'trap'), 0),
+       (SELECT count(*) FROM attempts a CROSS JOIN requests q ON q.id = a.request_id
+        WHERE q.job_id = ?1 AND a.outcome = 'blocked' AND a.at >= ?3)
+FROM requests WHERE job_id = ?1 AND run = ?2;
+
+-- name: quarantine_reasons
+SELECT coalesce(json_extract(errors, '$[0].type'), 'invalid'), count(*) FROM quarantine
+WHERE job_id = ?1 AND run = ?2
+GROUP BY 1;
+
+-- name: records_missing
+-- examples of a breach of a field's coverage: records without it (filled as profile_fields
+-- counts it), with their page and WARC record
+SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file, warc_refers_to
+FROM records
+WHERE job_id = ?1 AND run = ?4 AND status <> 'removed' AND NOT EXISTS (
+    SELECT 1 FROM json_each(records.data) j
+    WHERE j.key = ?2
+      AND CASE j.type WHEN 'null' THEN 0
+                      WHEN 'text' THEN trim(j.value, ' ' || char(9, 10, 13)) <> ''
+                      WHEN 'array' THEN j.value <> '[]'
+                      WHEN 'object' THEN j.value <> '{}'
+                      ELSE 1 END)
+ORDER BY key
+LIMIT ?3;
+
+-- name: blocked_examples
+-- examples of a block-rate breach: requests of the job answered with blocks since :since
+SELECT r.url, max(a.at), count(*) FROM attempts a CROSS JOIN requests r ON r.id = a.request_id
+WHERE r.job_id = ?1 AND a.outcome = 'blocked' AND a.at >= ?2
+GROUP BY r.url
+ORDER BY max(a.at) DESC
+LIMIT ?3;
+
+-- name: sink_start
+INSERT INTO sink_progress (job_id, run, sink) VALUES (?, ?, ?)
+ON CONFLICT (job_id, run, sink) DO NOTHING;
+
+-- name: sink_state
+SELECT after_key, batches, done FROM sink_progress WHERE job_id = ? AND run = ? AND sink = ?;
+
+-- name: sink_advance
+-- the batch that follows :batches, once: a second process building the same batch moves
+-- nothing (and its event, of the same key, is not written)
+UPDATE sink_progress SET after_key = :after, batches = batches + :added, done = :done
+WHERE job_id = :job_id AND run = :run AND sink = :sink AND batches = :batches AND done = 0;
+
+-- name: sink_records
+-- the next batch of a run's changes for a sink, by key: the records new or changed in it, and
+-- those it removed (with their last values), each with its status and the version before
+SELECT key, data, url, fetched_at, warc_file, warc_record_id, warc_refers_to_file, warc_refers_to,
+       status, previous
+FROM records
+WHERE job_id = ?1 AND key > ?2
+  AND ((run = ?4 AND status IN ('new', 'changed')) OR (status = 'removed' AND removed_run = ?4))
+ORDER BY key
+LIMIT ?3;

@@ -21,6 +21,7 @@ from crawlfleet.frontier.sqlite.connection import (
     Q,
     _statements,
 )
+from crawlfleet.frontier.sqlite.outbox import SQLiteOutbox
 from crawlfleet.frontier.sqlite.queue import SQLiteQueue
 from crawlfleet.frontier.sqlite.runs import SQLiteRuns
 from crawlfleet.model import (
@@ -33,7 +34,7 @@ from crawlfleet.model import (
 )
 
 
-class SQLiteFrontier(SQLiteQueue, SQLiteRuns, SqlInsights):
+class SQLiteFrontier(SQLiteQueue, SQLiteRuns, SQLiteOutbox, SqlInsights):
     """The frontier contract on one SQLite file (``sqlite:///path/queue.db``)."""
 
     # -- jobs -----------------------------------------------------------------------------------
