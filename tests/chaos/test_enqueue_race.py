@@ -28,7 +28,7 @@ def spellings(i: int) -> list[str]:
         f"HTTP://Shop.Example:80/p/{i}?b=2&a=1",
         f"http://shop.example/p/{i}?b=2&a=1#reviews",
         f"http://SHOP.example:80/p/{i}?a=1&b=2#top",
-        f"http://shop.example/p/{i}?a=1&sid=S{i}X&b=2",
+        f"http://shop.example/p/{i}?a=1&sid=9f8e7d6c5b4a{i:08d}&b=2",
     ]
 
 

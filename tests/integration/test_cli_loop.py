@@ -99,7 +99,7 @@ def test_bad_job_names_and_unnamed_replays__one_line_errors(tmp_path: Path) -> N
         (["dead", "list", "--reason", "bogus"], "error: unknown reason 'bogus'"),
         (["crawl", "x.py", "-o", "a.json", "-O", "b.json"], "error: -o and -O: choose one"),
         (["crowl", "x.py"], "Error: no such command 'crowl' (did you mean 'crawl'?)"),
-        (["worker", "--kind", "ftp"], "error: --kind ftp: choose from http, browser"),
+        (["worker", "--kind", "ftp"], "error: --kind ftp: choose from http, impersonate, browser"),
     ):
         result = run(args, tmp_path, timeout=60)
         assert result.returncode == 2, args
