@@ -78,6 +78,21 @@ def test_browser__javascript_pages_give_the_records_of_their_static_twins(
     assert got == _expected(("js",))
 
 
+def test_auto_without_chromium__the_crawl_ends_with_the_browser_workers_error(
+    tmp_path: Path,
+) -> None:
+    # the HTTP worker would wait for ever for the pages judged to need the browser: the
+    # browser worker that cannot start ends the crawl with its reason instead
+    (tmp_path / "crawlfleet.toml").write_text('[browser]\nexecutable = "/nonexistent/chromium"\n')
+    with demo_shop("--products", "5") as base:
+        spider = _spider(tmp_path / "shop.py", base, "auto", ["/js/"], scope="/js/")
+        result = run(["crawl", str(spider), "--browser-workers", "1"], tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "no Chromium at /nonexistent/chromium" in result.stderr
+    assert "the crawl cannot finish" in result.stderr
+    assert "Unclosed client session" not in result.stderr
+
+
 def test_auto__escalates_only_the_javascript_page_types_and_remembers_them(
     tmp_path: Path,
 ) -> None:
