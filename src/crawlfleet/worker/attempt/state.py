@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crawlfleet.model import Completion, Failure, Lease, LeaseRef, Outcome
+from crawlfleet.request import STORED
 
 if TYPE_CHECKING:
     from crawlfleet.data.warc import Capture, WarcRef
@@ -69,4 +70,11 @@ class Attempt:
     def named_session(self) -> str | None:
         """The session the request names (``meta["cookiejar"]``), if any."""
         name = self.lease.meta.get("cookiejar")
+        return None if name is None else str(name)
+
+    def followed_session(self) -> str | None:
+        """The session of the page that yielded the request, when it held cookies (the
+        request goes on with them: see ``crawlfleet.routes.identities``), if any."""
+        own = self.lease.meta.get(STORED) if self.lease.meta else None
+        name = own.get("session") if isinstance(own, dict) else None
         return None if name is None else str(name)
