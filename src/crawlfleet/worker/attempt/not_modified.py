@@ -42,5 +42,6 @@ class NotModified:
             request_body=final_request_body(a.lease, result),
             revisit_of=last_capture(a.lease),
             not_modified=True,
+            as_received=result.raw_body,
         )
         return self.verdicts.completion(a, carry=True)
