@@ -42,9 +42,8 @@ class Parse:
             a.earlier.record_id if a.earlier else None,
         )
         if a.earlier is None:  # later pages with these bytes are archived as revisits of this
-            rt.captures.remember(
-                a.digest, Capture(warc.file, ref.record_id, ref.target_uri, ref.date)
-            )
+            capture = Capture(warc.file, ref.record_id, ref.target_uri, ref.date)
+            rt.captures.remember(a.payload_digest or a.digest, capture, a.digest)
         elif rt.spider_cls.skip_duplicate_content and rt.captures.parsed(a.digest):
             return self.verdicts.completion(a)  # the spider's own opt-in, never a default
         status = a.result.status if a.result is not None else 0

@@ -48,7 +48,8 @@ class Attempt:
     result: FetchResult | None = None
     error: FetchError | None = None
     warc: WarcRef | None = None
-    digest: bytes | None = None
+    digest: bytes | None = None  # the decoded body's SHA-1: the page's content hash
+    payload_digest: bytes | None = None  # the archived payload's (as received): the WARC's
     earlier: Capture | None = None  # the first capture of the same payload, if any
     outcome: Outcome | None = None
     block_reason: str | None = None
