@@ -376,6 +376,7 @@ async def test_traps__only_a_sample_per_rule_is_stored_the_rest_counted(
         {"a.test": 4_500},
     )
     dead = await frontier.dead_letters("j", DeadReason.TRAP, limit=5_000)
+    assert (stats.dead, stats.trap_rows) == (2_000, 2_000), "the rows, none of them fetched"
     reasons = Counter(d.error for d in dead)
     assert reasons == {"trap: pattern_budget": 1_000, "trap: depth": 1_000}
 

@@ -968,13 +968,13 @@ WHERE job_id = $1 AND state = 'queued' AND last_error LIKE 'robots.txt unreachab
 GROUP BY domain ORDER BY count(*) DESC, domain LIMIT 5;
 
 -- name: traps_by_domain
--- the dead(trap) rows plus the traps only counted (past their rule's sample)
-SELECT domain, sum(n)::int FROM (
-    SELECT domain, count(*) AS n FROM requests
+-- the traps (the dead(trap) rows plus those only counted, past their rule's sample) and the rows
+SELECT domain, sum(n)::int, sum(kept)::int FROM (
+    SELECT domain, count(*) AS n, count(*) AS kept FROM requests
     WHERE job_id = $1 AND state = 'dead' AND dead_reason = 'trap'
     GROUP BY domain
     UNION ALL
-    SELECT split_part(key, E'\t', 1) AS domain, used AS n FROM budgets
+    SELECT split_part(key, E'\t', 1) AS domain, used AS n, 0 AS kept FROM budgets
     WHERE job_id = $1 AND kind = 'trap_dropped'
 ) t
 GROUP BY domain;

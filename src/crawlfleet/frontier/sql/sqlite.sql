@@ -772,13 +772,13 @@ WHERE job_id = ? AND state = 'queued' AND last_error LIKE 'robots.txt unreachabl
 GROUP BY domain ORDER BY count(*) DESC, domain LIMIT 5;
 
 -- name: traps_by_domain
--- the dead(trap) rows plus the traps only counted (past their rule's sample)
-SELECT domain, sum(n) FROM (
-    SELECT domain, count(*) AS n FROM requests
+-- the traps (the dead(trap) rows plus those only counted, past their rule's sample) and the rows
+SELECT domain, sum(n), sum(kept) FROM (
+    SELECT domain, count(*) AS n, count(*) AS kept FROM requests
     WHERE job_id = ?1 AND state = 'dead' AND dead_reason = 'trap'
     GROUP BY domain
     UNION ALL
-    SELECT substr(key, 1, instr(key, char(9)) - 1) AS domain, used AS n FROM budgets
+    SELECT substr(key, 1, instr(key, char(9)) - 1) AS domain, used AS n, 0 AS kept FROM budgets
     WHERE job_id = ?1 AND kind = 'trap_dropped'
 )
 GROUP BY domain;
