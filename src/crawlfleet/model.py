@@ -398,7 +398,8 @@ class JobStats:
     retried: int = 0  # requests that needed more than one attempt
     retry_depth_sum: int = 0  # sum over finished requests of (attempts - 1)
     oldest_queued_age: float = 0.0
-    traps: int = 0  # dead(trap): links refused by trap guards and budgets
+    traps: int = 0  # links refused by trap guards and budgets (dead(trap) rows and counted)
+    trap_rows: int = 0  # the dead(trap) rows among ``dead`` (a sample per rule: the rest counted)
     duplicates: int = 0  # done requests whose body was the same as an earlier request's
     gone: int = 0  # done with a final answer (404, 410, ...): dead links, not dead letters
     blocked: int = 0  # attempts answered with a block (block page, 403/429 block): retried

@@ -3,6 +3,8 @@ postponement, attempt history, trap rows and page budgets. Run against every bac
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from tests.conftest import FakeClock
 from tests.contract.test_frontier import TTL, job, req, urls
@@ -347,10 +349,36 @@ async def test_budgets__hold_across_the_slices_of_a_bulk_enqueue(frontier: Front
     await frontier.submit_job(
         JobSpec(name="j", spider="s.py", default_limits=DomainLimits(100), page_budget=20_000)
     )
-    assert await frontier.enqueue("j", urls(25_000)) == 25_000
+    # the first 1,000 over it are dead(trap) rows, the other 4,000 only counted
+    assert await frontier.enqueue("j", urls(25_000)) == 21_000
     stats = await frontier.stats("j")
     assert (stats.queued, stats.traps) == (20_000, 5_000)
     assert await frontier.enqueue("j", urls(25_000)) == 0, "duplicates draw on no budget"
+    assert (await frontier.stats("j")).queued == 20_000
+
+
+async def test_traps__only_a_sample_per_rule_is_stored_the_rest_counted(
+    frontier: Frontier,
+) -> None:
+    # an endless generator of links: 3,000 over the URL-shape budget and 1,500 too deep make
+    # 1,000 rows of each rule, and every one of them is counted
+    await frontier.submit_job(
+        JobSpec(name="j", spider="s.py", default_limits=DomainLimits(100), pattern_budget=10)
+    )
+    minted = [req(f"http://a.test/p/{i}") for i in range(3_010)]
+    deep = [req(f"http://a.test/d{i}/x", depth=99, trap="depth") for i in range(1_500)]
+    assert await frontier.enqueue("j", minted[:2_000] + deep[:700]) == 10 + 1_000 + 700
+    assert await frontier.enqueue("j", minted[2_000:] + deep[700:]) == 300
+    stats = await frontier.stats("j")
+    assert (stats.queued, stats.traps, dict(stats.traps_by_domain)) == (
+        10,
+        4_500,
+        {"a.test": 4_500},
+    )
+    dead = await frontier.dead_letters("j", DeadReason.TRAP, limit=5_000)
+    assert (stats.dead, stats.trap_rows) == (2_000, 2_000), "the rows, none of them fetched"
+    reasons = Counter(d.error for d in dead)
+    assert reasons == {"trap: pattern_budget": 1_000, "trap: depth": 1_000}
 
 
 async def test_budgets__a_url_patterns_budget(frontier: Frontier) -> None:

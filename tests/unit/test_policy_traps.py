@@ -161,3 +161,14 @@ def test_over_budget__agrees_with_counting_one_request_at_a_time(
     new = [(i, f"https://{h}.test{path}", f"{h}.test") for i, (h, path) in enumerate(links)]
     used = {("host", "a.test"): used_before, ("pattern", "b.test/p/N"): used_before // 2}
     assert over_budget(new, used, rules) == _over_budget_one_by_one(new, used, rules)
+
+
+def test_sample_traps__keeps_the_first_of_each_rule_up_to_the_cap() -> None:
+    from crawlfleet.policy.traps import dropped_key, sample_traps
+
+    mask, counts = sample_traps(["depth", "pattern_budget", "depth", "depth"], {"depth": 1}, cap=2)
+    assert (mask, counts) == ([True, True, False, False], {"depth": 2, "pattern_budget": 1})
+    assert sample_traps(["depth"], {"depth": 5}, cap=2) == ([False], {})
+    assert sample_traps([], {}) == ([], {})
+    key = dropped_key("a.test", "depth", "http://a.test/cal/2024/05")
+    assert key == "a.test\tdepth\ta.test/cal/N/N"

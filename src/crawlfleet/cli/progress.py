@@ -82,7 +82,8 @@ class CrawlProgress:
         if stats.job != self.job:
             self.job = stats.job
             self._progress.update(self._task, description=f"crawling {stats.job}")
-        done = stats.done + stats.dead
+        # fetched pages only: a trapped URL was never fetched
+        done = stats.done + stats.dead - stats.trap_rows
         left = stats.queued + stats.waiting + stats.leased
         total = done + left
         rate = self._meter.add(time.monotonic(), done)

@@ -15,7 +15,20 @@ from functools import lru_cache
 from typing import Final
 from urllib.parse import urlsplit
 
-__all__ = ["TrapRules", "budget_keys", "check_url", "over_budget", "url_pattern"]
+__all__ = [
+    "TRAP_SAMPLE",
+    "TrapRules",
+    "budget_keys",
+    "check_url",
+    "dropped_key",
+    "over_budget",
+    "sample_traps",
+    "url_pattern",
+]
+
+#: trapped URLs a job keeps as ``dead(trap)`` rows per rule; past it a trap is only counted
+#: (per rule and URL pattern), so an endless generator of links costs the store no more rows
+TRAP_SAMPLE: Final = 1000
 
 
 @dataclass(frozen=True)
@@ -208,3 +221,25 @@ def over_budget(
         for k in keys:
             counts[k] = counts.get(k, used.get(k, 0)) + 1
     return trapped, counts
+
+
+def sample_traps(
+    rules: Sequence[str], kept: Mapping[str, int], cap: int = TRAP_SAMPLE
+) -> tuple[list[bool], dict[str, int]]:
+    """Which of the new traps (their rule each, in order) are kept as rows: the first ``cap``
+    per rule, counting the ``kept`` rows already stored (missing: 0). Returns the mask and the
+    new kept counts of the rules that changed."""
+    counts: dict[str, int] = {}
+    mask = []
+    for rule in rules:
+        n = counts.get(rule, kept.get(rule, 0))
+        keep = n < cap
+        mask.append(keep)
+        if keep:
+            counts[rule] = n + 1
+    return mask, counts
+
+
+def dropped_key(domain: str, rule: str, url: str) -> str:
+    """The counter of the traps not kept as rows: ``domain<TAB>rule<TAB>url_pattern``."""
+    return f"{domain}\t{rule}\t{url_pattern(url)}"

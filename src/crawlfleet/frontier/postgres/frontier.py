@@ -107,9 +107,11 @@ class PostgresFrontier(PostgresQueue, PostgresRuns, PostgresOutbox, SqlInsights)
             raise StoreError(f"no job named {job!r} in {self._where()}")
         now = self.clock()
 
-        async def read(conn: Conn) -> tuple[Any, dict[str, int], dict[int, int], int, list[Any]]:
+        async def read(
+            conn: Conn,
+        ) -> tuple[Any, dict[str, tuple[int, int]], dict[int, int], int, list[Any]]:
             counts = await conn.fetchrow(Q["count_states"], now, j.id)
-            traps = dict(await conn.fetch(Q["traps_by_domain"], j.id))
+            traps = {d: (n, kept) for d, n, kept in await conn.fetch(Q["traps_by_domain"], j.id)}
             histogram = dict(await conn.fetch(Q["attempts_histogram"], j.id))
             blocked = await conn.fetchval(Q["blocked_attempts"], j.id)
             waiting = list(await conn.fetch(Q["robots_waiting"], j.id))
@@ -129,8 +131,9 @@ class PostgresFrontier(PostgresQueue, PostgresRuns, PostgresOutbox, SqlInsights)
             oldest_queued_age=max(0.0, now - s[7]) if s[7] is not None else 0.0,
             records=s[8],
             quarantined=s[9],
-            traps=sum(traps.values()),
-            traps_by_domain=traps,
+            traps=sum(n for n, _ in traps.values()),
+            traps_by_domain={d: n for d, (n, _) in traps.items()},
+            trap_rows=sum(kept for _, kept in traps.values()),
             robots_waiting={domain: (n, error) for domain, n, error in waiting},
             attempts_histogram=histogram,
             duplicates=s[10],

@@ -62,7 +62,7 @@ from crawlfleet.model import (
     RecordRow,
     Settled,
 )
-from crawlfleet.policy.traps import budget_keys, over_budget
+from crawlfleet.policy.traps import budget_keys, dropped_key, over_budget, sample_traps
 from crawlfleet.routes.pools import DIRECT
 
 
@@ -98,6 +98,8 @@ class PostgresQueue(PostgresConnection):
                 pins.setdefault(r.domain, set()).update(r.pool)
             values.append(request_values(r, defaults))
         added = 0
+        if traps:
+            traps = await self._sample(conn, job_id, traps)
         # a bulk intake (a file of millions of seeds) goes in slices, in fingerprint order still
         for i in range(0, len(traps), ENQUEUE_SLICE):
             batch = _json_rows(traps[i : i + ENQUEUE_SLICE])
@@ -107,7 +109,7 @@ class PostgresQueue(PostgresConnection):
             if defaults.budgeted:
                 rows = await conn.fetch(INSERT_RETURNING, job_id, now, batch)
                 added += len(rows)
-                await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
+                added -= await self._budget(conn, job_id, defaults, [tuple(r) for r in rows], now)
             else:
                 added += _count(await conn.execute(Q["insert_requests"], job_id, now, batch))
         relisted = sorted(
@@ -164,17 +166,64 @@ class PostgresQueue(PostgresConnection):
         await conn.execute(Q["lane_roles"], *_columns(roles, 4))
 
     @staticmethod
+    async def _keep(conn: Conn, job_id: int, rules: list[str]) -> list[bool]:
+        """Which of these new traps (their rule each) are kept as rows: the job's sample of each
+        rule (``policy.traps.sample_traps``), its counters locked and updated."""
+        names = sorted(set(rules))
+        rows = await conn.fetch(Q["lock_budgets"], job_id, ["trap_sample"] * len(names), names)
+        mask, counts = sample_traps(rules, {r[1]: r[2] for r in rows})
+        if counts:
+            changed = sorted(counts)
+            await conn.execute(
+                Q["set_budgets"],
+                job_id,
+                ["trap_sample"] * len(changed),
+                changed,
+                [counts[k] for k in changed],
+            )
+        return mask
+
+    @staticmethod
+    async def _count_dropped(conn: Conn, job_id: int, gone: list[tuple[str, str, str]]) -> None:
+        """Count the traps ``(domain, rule, url)`` kept as no row, per domain, rule and pattern."""
+        if not gone:
+            return
+        counts = Counter(dropped_key(d, rule, url) for d, rule, url in gone)
+        keys = sorted(counts)
+        await conn.execute(Q["add_trap_dropped"], job_id, keys, [counts[k] for k in keys])
+
+    async def _sample(
+        self, conn: Conn, job_id: int, rows: list[tuple[Any, ...]]
+    ) -> list[tuple[Any, ...]]:
+        """The rows of the links their finder judged traps that the job keeps (its sample per
+        rule); the others are counted. A row's URL, domain and error are its 2nd, 3rd and last."""
+        rules = [row[-1].removeprefix("trap: ") for row in rows]
+        mask = await self._keep(conn, job_id, rules)
+        await self._count_dropped(
+            conn,
+            job_id,
+            [
+                (row[2], rule, row[1])
+                for row, rule, keep in zip(rows, rules, mask, strict=True)
+                if not keep
+            ],
+        )
+        return [row for row, keep in zip(rows, mask, strict=True) if keep]
+
+    @staticmethod
     async def _budget(
         conn: Conn,
         job_id: int,
         defaults: JobDefaults,
         new: list[tuple[int, str, str, int]],
         now: float,
-    ) -> None:
+    ) -> int:
         """Turn the new requests ``(id, url, domain, listed)`` over their host or pattern budget
-        into dead(trap) rows (a page a sitemap lists draws on no URL-shape budget)."""
+        into dead(trap) rows, or past their rule's sample into counts only (a page a sitemap
+        lists draws on no URL-shape budget); returns how many rows went."""
+        gone: list[int] = []
         if not new:
-            return
+            return 0
         new.sort()  # RETURNING order is not insertion order: first come, first admitted
         keys_of = [budget_keys(u, d, defaults.traps, listed) for _, u, d, listed in new]
         keys = sorted({k for ks in keys_of for k in ks})
@@ -183,7 +232,19 @@ class PostgresQueue(PostgresConnection):
         trapped, counts = over_budget([r[:3] for r in new], used, defaults.traps, keys_of)
         if trapped:
             ids = sorted(trapped)
-            await conn.execute(Q["trap_requests"], now, ids, [f"trap: {trapped[i]}" for i in ids])
+            where = {rid: (url, domain) for rid, url, domain, _ in new if rid in trapped}
+            mask = await PostgresQueue._keep(conn, job_id, [trapped[i] for i in ids])
+            gone = [i for i, keep in zip(ids, mask, strict=True) if not keep]
+            ids = [i for i, keep in zip(ids, mask, strict=True) if keep]
+            if gone:
+                await conn.execute(Q["drop_trapped"], gone)
+            await PostgresQueue._count_dropped(
+                conn, job_id, [(where[i][1], trapped[i], where[i][0]) for i in gone]
+            )
+            if ids:
+                await conn.execute(
+                    Q["trap_requests"], now, ids, [f"trap: {trapped[i]}" for i in ids]
+                )
         if counts:
             changed = sorted(counts)
             await conn.execute(
@@ -192,6 +253,7 @@ class PostgresQueue(PostgresConnection):
                 *_columns(changed, 2),
                 [counts[k] for k in changed],
             )
+        return len(gone)
 
     # -- lease ----------------------------------------------------------------------------------
 

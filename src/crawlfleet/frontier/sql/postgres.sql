@@ -398,6 +398,18 @@ UPDATE budgets b SET used = u.used
 FROM unnest($2::text[], $3::text[], $4::int[]) AS u(kind, key, used)
 WHERE b.job_id = $1 AND b.kind = u.kind AND b.key = u.key;
 
+-- name: add_trap_dropped
+-- traps past their rule's sample: counted per domain, rule and URL pattern, no row (keys sorted
+-- by the caller, so concurrent enqueuers lock them in one order)
+INSERT INTO budgets (job_id, kind, key, used)
+SELECT $1, 'trap_dropped', u.key, u.n FROM unnest($2::text[], $3::int[]) AS u(key, n)
+ORDER BY u.key
+ON CONFLICT (job_id, kind, key) DO UPDATE SET used = budgets.used + excluded.used;
+
+-- name: drop_trapped
+-- new requests over their budget past their rule's sample: no rows (their counts are kept)
+DELETE FROM requests WHERE id = ANY ($1::bigint[]);
+
 -- name: trap_requests
 -- new requests over their budget: dead(trap) with their one history entry
 WITH trapped AS (
@@ -956,8 +968,15 @@ WHERE job_id = $1 AND state = 'queued' AND last_error LIKE 'robots.txt unreachab
 GROUP BY domain ORDER BY count(*) DESC, domain LIMIT 5;
 
 -- name: traps_by_domain
-SELECT domain, count(*)::int FROM requests
-WHERE job_id = $1 AND state = 'dead' AND dead_reason = 'trap'
+-- the traps (the dead(trap) rows plus those only counted, past their rule's sample) and the rows
+SELECT domain, sum(n)::int, sum(kept)::int FROM (
+    SELECT domain, count(*) AS n, count(*) AS kept FROM requests
+    WHERE job_id = $1 AND state = 'dead' AND dead_reason = 'trap'
+    GROUP BY domain
+    UNION ALL
+    SELECT split_part(key, E'\t', 1) AS domain, used AS n, 0 AS kept FROM budgets
+    WHERE job_id = $1 AND kind = 'trap_dropped'
+) t
 GROUP BY domain;
 
 -- name: unfinished

@@ -341,6 +341,19 @@ WHERE job_id = ? AND kind = ? AND key IN (SELECT value FROM json_each(?));
 INSERT INTO budgets (job_id, kind, key, used) VALUES (?, ?, ?, ?)
 ON CONFLICT (job_id, kind, key) DO UPDATE SET used = excluded.used;
 
+-- name: trap_samples
+-- how many trapped URLs of each rule the job keeps as rows (policy.traps.sample_traps)
+SELECT key, used FROM budgets WHERE job_id = ? AND kind = 'trap_sample';
+
+-- name: trap_dropped
+-- a trap past its rule's sample: counted per domain, rule and URL pattern, no row
+INSERT INTO budgets (job_id, kind, key, used) VALUES (?, 'trap_dropped', ?, ?)
+ON CONFLICT (job_id, kind, key) DO UPDATE SET used = used + excluded.used;
+
+-- name: drop_trapped
+-- a new request over its budget past its rule's sample: no row (its count is kept instead)
+DELETE FROM requests WHERE id = ?;
+
 -- name: trap_request
 UPDATE requests SET state = 'dead', dead_reason = 'trap', last_error = ?, finished_at = ?
 WHERE id = ?;
@@ -759,8 +772,15 @@ WHERE job_id = ? AND state = 'queued' AND last_error LIKE 'robots.txt unreachabl
 GROUP BY domain ORDER BY count(*) DESC, domain LIMIT 5;
 
 -- name: traps_by_domain
-SELECT domain, count(*) FROM requests
-WHERE job_id = ? AND state = 'dead' AND dead_reason = 'trap'
+-- the traps (the dead(trap) rows plus those only counted, past their rule's sample) and the rows
+SELECT domain, sum(n), sum(kept) FROM (
+    SELECT domain, count(*) AS n, count(*) AS kept FROM requests
+    WHERE job_id = ?1 AND state = 'dead' AND dead_reason = 'trap'
+    GROUP BY domain
+    UNION ALL
+    SELECT substr(key, 1, instr(key, char(9)) - 1) AS domain, used AS n, 0 AS kept FROM budgets
+    WHERE job_id = ?1 AND kind = 'trap_dropped'
+)
 GROUP BY domain;
 
 -- name: count_records

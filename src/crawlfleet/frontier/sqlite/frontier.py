@@ -121,7 +121,8 @@ class SQLiteFrontier(SQLiteQueue, SQLiteRuns, SQLiteOutbox, SqlInsights):
             now = self.clock()
             s = db.execute(Q["count_states"], {"now": now, "job_id": j.id}).fetchone()
             rec, quar = db.execute(Q["count_records"], {"job_id": j.id}).fetchone()
-            traps = dict(db.execute(Q["traps_by_domain"], (j.id,)).fetchall())
+            trap_rows = db.execute(Q["traps_by_domain"], (j.id,)).fetchall()
+            traps = {domain: n for domain, n, _ in trap_rows}
             waiting = db.execute(Q["robots_waiting"], (j.id,)).fetchall()
             (blocked,) = db.execute(Q["blocked_attempts"], (j.id,)).fetchone()
             return JobStats(
@@ -139,6 +140,7 @@ class SQLiteFrontier(SQLiteQueue, SQLiteRuns, SQLiteOutbox, SqlInsights):
                 quarantined=quar,
                 traps=sum(traps.values()),
                 traps_by_domain=traps,
+                trap_rows=sum(kept for _, _, kept in trap_rows),
                 robots_waiting={domain: (n, error) for domain, n, error in waiting},
                 duplicates=s[8] or 0,
                 gone=s[9] or 0,

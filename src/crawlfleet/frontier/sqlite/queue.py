@@ -48,7 +48,7 @@ from crawlfleet.model import (
     RecordRow,
     Settled,
 )
-from crawlfleet.policy.traps import budget_keys, over_budget
+from crawlfleet.policy.traps import budget_keys, dropped_key, over_budget, sample_traps
 from crawlfleet.routes.pools import DIRECT
 
 
@@ -71,6 +71,7 @@ class SQLiteQueue(SQLiteConnection):
         domains: set[str] = set()
         pins: dict[str, set[str]] = {}
         rows, traps, relisted = [], [], []
+        requests = list(requests)
         for r in requests:
             row = (job_id, *request_values(r, defaults))
             if r.trap is None:
@@ -82,6 +83,9 @@ class SQLiteQueue(SQLiteConnection):
                 rows.append((*row, now, now))
             else:
                 traps.append((*row, f"trap: {r.trap}", now, now, now))
+        if traps:
+            traps = self._sample(db, job_id, traps, [r for r in requests if r.trap is not None])
+            before = db.total_changes  # the sample's counters are no rows added
         db.executemany(Q["insert_request"], rows)
         every_row_new = db.total_changes - before == len(rows)
         db.executemany(Q["insert_trap"], traps)
@@ -98,7 +102,7 @@ class SQLiteQueue(SQLiteConnection):
                 if every_row_new
                 else None
             )
-            self._budget(db, job_id, defaults, after_id, now, new)
+            added -= self._budget(db, job_id, defaults, after_id, now, new)
         if traps or defaults.budgeted:
             db.execute(Q["trap_history"], {"now": now, "after": after_id})
         for domain in domains:
@@ -118,6 +122,47 @@ class SQLiteQueue(SQLiteConnection):
                 )
             db.execute(Q["domain_tier_init"], {"domain": domain})
         return added
+
+    @staticmethod
+    def _keep(db: sqlite3.Connection, job_id: int, rules: list[str]) -> list[bool]:
+        """Which of these new traps (their rule each) are kept as rows: the job's sample of each
+        rule (``policy.traps.sample_traps``), its counters updated."""
+        kept = dict(db.execute(Q["trap_samples"], (job_id,)).fetchall())
+        mask, counts = sample_traps(rules, kept)
+        db.executemany(
+            Q["budget_used"], [(job_id, "trap_sample", rule, n) for rule, n in counts.items()]
+        )
+        return mask
+
+    @staticmethod
+    def _count_dropped(
+        db: sqlite3.Connection, job_id: int, gone: list[tuple[str, str, str]]
+    ) -> None:
+        """Count the traps ``(domain, rule, url)`` kept as no row, per domain, rule and pattern."""
+        counts = Counter(dropped_key(d, rule, url) for d, rule, url in gone)
+        db.executemany(Q["trap_dropped"], [(job_id, k, n) for k, n in sorted(counts.items())])
+
+    def _sample(
+        self,
+        db: sqlite3.Connection,
+        job_id: int,
+        rows: list[tuple[Any, ...]],
+        requests: list[NewRequest],
+    ) -> list[tuple[Any, ...]]:
+        """The rows of the links their finder judged traps that the job keeps (its sample per
+        rule); the others are counted."""
+        rules = [r.trap or "" for r in requests]
+        mask = self._keep(db, job_id, rules)
+        self._count_dropped(
+            db,
+            job_id,
+            [
+                (r.domain, r.trap or "", r.url)
+                for r, keep in zip(requests, mask, strict=True)
+                if not keep
+            ],
+        )
+        return [row for row, keep in zip(rows, mask, strict=True) if keep]
 
     @staticmethod
     def _relist(
@@ -147,14 +192,15 @@ class SQLiteQueue(SQLiteConnection):
         after_id: int,
         now: float,
         new: list[tuple[int, str, str, int]] | None = None,
-    ) -> None:
+    ) -> int:
         """Turn the new requests (``(id, url, domain, listed)`` after ``after_id``, read back
-        unless given) over their host or pattern budget into dead(trap) rows. A page a sitemap
-        lists is the site's inventory: no URL-shape budget cuts it."""
+        unless given) over their host or pattern budget into dead(trap) rows, or past their
+        rule's sample into counts only; returns how many rows went. A page a sitemap lists is
+        the site's inventory: no URL-shape budget cuts it."""
         if new is None:
             new = db.execute(Q["new_requests"], (after_id,)).fetchall()
         if not new:
-            return
+            return 0
         keys_of = [budget_keys(u, d, defaults.traps, listed) for _, u, d, listed in new]
         keys: dict[str, set[str]] = {}
         for row_keys in keys_of:
@@ -166,10 +212,25 @@ class SQLiteQueue(SQLiteConnection):
             for kind, key, n in db.execute(Q["budgets_of"], (job_id, k, store_json(sorted(ks))))
         }
         trapped, counts = over_budget([r[:3] for r in new], used, defaults.traps, keys_of)
-        db.executemany(
-            Q["trap_request"], [(f"trap: {why}", now, rid) for rid, why in trapped.items()]
-        )
+        if trapped:
+            where = {rid: (url, domain) for rid, url, domain, _ in new if rid in trapped}
+            ids = sorted(trapped)
+            kept = SQLiteQueue._keep(db, job_id, [trapped[i] for i in ids])
+            gone = [
+                (i, trapped[i], *where[i]) for i, keep in zip(ids, kept, strict=True) if not keep
+            ]
+            db.executemany(Q["drop_trapped"], [(i,) for i, *_ in gone])
+            SQLiteQueue._count_dropped(db, job_id, [(d, why, u) for _, why, u, d in gone])
+            db.executemany(
+                Q["trap_request"],
+                [
+                    (f"trap: {trapped[i]}", now, i)
+                    for i, keep in zip(ids, kept, strict=True)
+                    if keep
+                ],
+            )
         db.executemany(Q["budget_used"], [(job_id, k, key, n) for (k, key), n in counts.items()])
+        return len(gone) if trapped else 0
 
     # -- lease ----------------------------------------------------------------------------------
 
