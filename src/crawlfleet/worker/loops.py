@@ -311,19 +311,36 @@ class Worker:
     def _task_done(self, lease_id: int, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._task_of.pop(lease_id, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("request handler crashed", exc_info=task.exception())
 
     async def _handle(self, lease: Lease) -> None:
-        job = await self.contexts.get(lease.job)
-        if job is None:
-            await self._give_back(lease)
-            return
-        verdict = await self.pipeline.run(job, lease)
-        if isinstance(verdict, GiveBack):
-            await self._give_back(lease)
-        else:
-            self._settle(job.runtime, verdict)
+        """Run one lease's attempt. Whatever happens, the lease ends settled, given back, or no
+        longer held (it expires and is rescued): an attempt never leaves an ownerless lease
+        that the heartbeat would keep alive for ever."""
+        try:
+            job = await self.contexts.get(lease.job)
+            if job is None:
+                await self._give_back(lease)
+                return
+            verdict = await self.pipeline.run(job, lease)
+            if isinstance(verdict, GiveBack):
+                await self._give_back(lease)
+            else:
+                self._settle(job.runtime, verdict)
+        except StoreError as exc:  # the store is away past its grace: the lease expires
+            log.warning("%s: left to expire, the store is away: %s", describe(lease), exc)
+            self._held.pop(lease.id, None)
+        except Exception as exc:
+            log.error("request handler crashed on %s", describe(lease), exc_info=exc)
+            await self._abandon(lease)
+
+    async def _abandon(self, lease: Lease) -> None:
+        """Give back the lease of a crashed attempt (the request runs again elsewhere), or
+        stop holding it when even that fails (then it expires and is rescued)."""
+        self._held.pop(lease.id, None)
+        try:
+            await self.frontier.release([lease.ref])
+        except Exception as exc:  # the lease expires: nothing is lost
+            log.warning("could not give back %s: %s", describe(lease), _line(exc))
 
     def _settle(self, rt: JobRuntime, verdict: Completion | Failure) -> None:
         """Queue the verdict for the reporter."""
@@ -467,7 +484,11 @@ class Worker:
             refs = [LeaseRef(lease.id, lease.token) for lease in self._held.values()]
             if not refs:
                 continue
-            held = await self.frontier.heartbeat(refs, ttl)
+            try:
+                held = await self.frontier.heartbeat(refs, ttl)
+            except StoreError as exc:  # away past its grace: the next beat tries again
+                log.debug("heartbeat skipped: %s", exc)
+                continue
             # a lease reported meanwhile is no longer ours to keep: only the others count
             lost = [r.id for r in refs if r.id not in held and r.id in self._held]
             if lost:
