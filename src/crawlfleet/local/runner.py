@@ -284,6 +284,12 @@ async def _run(
             if tail is not None and time.monotonic() - last_tail >= TAIL_EVERY:
                 last_tail = time.monotonic()
                 await tail.poll()
+            if pool.stopped_itself and not (finished or stop.how):
+                await pool.close()
+                raise UsageError(
+                    f"a worker of job {name} stopped itself (see its error above): "
+                    "the crawl cannot finish"
+                )
             if not await pool.check(finished):
                 continue
             if finished or stop.how:
