@@ -83,3 +83,33 @@ def test_store_away_mid_crawl__workers_wait_reconnect_and_every_record_is_stored
         assert "Traceback" not in err, err[-3000:]
         away, back = err.count("is away ("), err.count("is back after")
         assert away >= 1 and back == away, err[-3000:]
+
+
+def test_store_away_mid_crawl__crawl_and_its_workers_wait_it_out(tmp_path: Path) -> None:
+    catalog = Catalog(150)
+    write_config(tmp_path, lease_ttl=5, fetch_timeout=5)
+    with (
+        new_store("postgres", tmp_path) as direct,
+        cuttable(urlsplit(direct.url).port or 5432) as proxy,
+        demo_shop("--products", "150", "--slow", "1.0", "--slow-delay", "0.2") as base,
+    ):
+        url = through(direct.url, proxy.port)
+        spider = spider_file(tmp_path / "shop.py", base, domain_concurrency=8)
+        out = tmp_path / "out.jsonl"
+        crawl = start(["crawl", str(spider), "--queue", url, "-w", "2", "-o", str(out)], tmp_path)
+        with reaped(crawl):
+            records = "SELECT count(*) FROM records"
+            wait_for(lambda: (direct.value(records) or 0) >= 30, 60, "30 records stored")
+            proxy.cut()
+            time.sleep(5)
+            assert crawl.poll() is None, "crawl exited during the outage"
+            proxy.restore()
+            err = finish(crawl, 120)
+
+    assert crawl.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert "starting another" not in err, "a worker died in the outage"
+    assert "is away (" in err and "is back after" in err, err[-3000:]
+    skus = [r["sku"] for r in read_jsonl(out)]
+    assert len(skus) == len(set(skus)), "a record appears twice"
+    assert sorted(skus) == sorted(r["sku"] for r in catalog.expected_records())
