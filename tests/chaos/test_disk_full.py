@@ -101,10 +101,10 @@ def test_warc_disk_full__worker_gives_leases_back_alerts_and_resumes_when_space_
             status = run(["status", "--queue", store.url], tmp_path)
             # a lease call on its way when the fault began is given back as it returns
             leased = "SELECT count(*) FROM requests WHERE state = 'leased'"
-            wait_for(lambda: store.value(leased) == 0, 15, "every lease given back")
+            wait_for(lambda: store.value(leased) == 0, 30, "every lease given back")
             time.sleep(1)
             held = store.value(leased)
-            wait_for(lambda: any(b.get("alert") == "worker_local_fault" for b in got), 30, "hook")
+            wait_for(lambda: any(b.get("alert") == "worker_local_fault" for b in got), 60, "hook")
             assert worker.poll() is None, "the worker exited on a full disk"
             filler.unlink()
             err = finish(worker, 120)
