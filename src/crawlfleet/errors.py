@@ -9,7 +9,9 @@
     ├── FormError                  follow_form found no such form or submit button (a ValueError)
     │   └── FormNotFound           no such form on the page (an IndexError too, as in Scrapy)
     ├── StoreError                 the queue store misbehaved
-    │   └── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
+    │   ├── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
+    │   └── StoreUnavailable       the store could not be reached (refused, cut, shutting down,
+    │                              out of connections) for longer than the outage grace
     ├── WorkerStopped              a worker stopped itself on a fault it cannot work around (the
     │                              store refusing its results again and again for a bug): exit 3,
     │                              never restarted by ``crawl``
@@ -83,6 +85,12 @@ class StoreError(CrawlfleetError):
 
 class LeaseLost(StoreError):
     """The lease's fencing token no longer matches: another worker owns the request now."""
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached: the connection was refused or cut, the server is shutting
+    down or starting up, or it has no connection slot left. A worker waits this out for its
+    ``store_outage_grace``; this is raised once the grace is spent (or at once without one)."""
 
 
 class WorkerStopped(CrawlfleetError):

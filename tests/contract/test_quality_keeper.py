@@ -153,3 +153,29 @@ async def test_a_run_slow_to_profile_is_checked_less_often(
     clock.advance(540)
     await keeper.tick()
     assert json.loads((await frontier.profiles("j"))[0].profile)["at"] == clock.now
+
+
+async def test_fleet_alerts__sent_through_the_outbox_once_per_period(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    from crawlfleet.notify.service import FLEET_REPEAT, emit_fleet_alerts
+
+    s = Settings.of(
+        **{"notify.webhook": "http://127.0.0.1:9/hook", "control.alert_oldest_age": "5"}
+    )
+    await frontier.submit_job(JobSpec("j", "spider.py"))
+    await frontier.enqueue("j", urls(3))
+    clock.advance(10)
+    now = clock()
+    assert await emit_fleet_alerts(frontier, s, now) == 2  # no worker alive, and the wait
+    assert await emit_fleet_alerts(frontier, s, now + 60) == 0, "sent again within its period"
+    assert await emit_fleet_alerts(frontier, s, now + FLEET_REPEAT) == 2
+    fleet = [json.loads(e.body) for e in await frontier.outbox_events(None, "alert", 10)]
+    assert {(b["alert"], b["run"]) for b in fleet} == {
+        ("no_worker_alive", None),
+        ("oldest_queued_age", None),
+    }
+    oldest = next(b for b in fleet if b["alert"] == "oldest_queued_age")
+    assert oldest["job"] == "j" and oldest["subject"].startswith("j/")
+    quiet = Settings.of(**{"control.alert_oldest_age": "5"})  # no destination: nothing queued
+    assert await emit_fleet_alerts(frontier, quiet, now + 2 * FLEET_REPEAT) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import secrets
 import socket
 import subprocess
@@ -156,7 +157,10 @@ def test_s3_store__uploads_closed_files_and_leftovers_then_empties_the_spool(
     spool = tmp_path / "spool"
     spool.mkdir()
     (spool / "dead-worker-20240101000000-00000.warc.gz").write_bytes(b"left by a crash")
-    (spool / "live-20240101000000-00000.warc.gz.open").write_bytes(b"still written")
+    live = spool / "live-20240101000000-00000.warc.gz.open"
+    live.write_bytes(b"still written")
+    held = open(live, "rb")  # noqa: SIM115 - a live writer's lock, held through the test
+    fcntl.flock(held.fileno(), fcntl.LOCK_EX)
     store = S3Store(S3Location.parse("s3://spool-test/raw"), spool, s3_endpoint, poll=0.05)
     store.open()
     try:
@@ -176,6 +180,7 @@ def test_s3_store__uploads_closed_files_and_leftovers_then_empties_the_spool(
         warc.close()
     finally:
         store.close()
+        held.close()
     stored = objects(s3, "spool-test")
     assert set(stored) == {f"raw/{ref.file}", "raw/dead-worker-20240101000000-00000.warc.gz"}
     assert warc_ids(stored[f"raw/{ref.file}"])[ref.record_id] == 1

@@ -39,6 +39,7 @@ COMMANDS = {
     "quality": "crawlfleet.cli.quality:quality",
     "notify": "crawlfleet.cli.notify:notify",
     "db": "crawlfleet.cli.db:db",
+    "warc": "crawlfleet.cli.warc:warc",
     "plan": "crawlfleet.cli.plan:plan",
 }
 

@@ -129,12 +129,17 @@ def settings(ctx: click.Context, overrides: Mapping[str, Any] | None = None) -> 
 
 
 @asynccontextmanager
-async def opened(settings: Settings, *, create: bool = True) -> AsyncIterator[Frontier]:
+async def opened(
+    settings: Settings, *, create: bool = True, outage_grace: float = 0.0
+) -> AsyncIterator[Frontier]:
     """The store ``settings.queue`` names, open for the ``async with``. ``create=False`` (the
-    read-only commands): a store that does not exist is an error naming it, never created."""
+    read-only commands): a store that does not exist is an error naming it, never created.
+    ``outage_grace``: seconds its calls wait out a store that is away (the long-running ones)."""
     from crawlfleet.frontier import open_frontier
 
-    store = open_frontier(settings.queue, pacing=settings.pacing_config(), create=create)
+    store = open_frontier(
+        settings.queue, pacing=settings.pacing_config(), create=create, outage_grace=outage_grace
+    )
     await store.open()
     try:
         yield store

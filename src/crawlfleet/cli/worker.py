@@ -152,7 +152,7 @@ async def _worker(
     from crawlfleet.worker.loops import Worker
 
     log = logging.getLogger("crawlfleet.worker")
-    async with opened(s) as store:
+    async with opened(s, outage_grace=s.worker.store_outage_grace) as store:
         w = Worker(
             store,
             s,

@@ -24,6 +24,7 @@ optional; an unknown key or section is an error that names the nearest known one
     max_yields_per_page = 100000  # items one page's callback may yield (then too_many_items)
     parse_timeout = 30.0      # seconds one page's callback may run (then too_complex)
     cache_memory = 67108864   # bytes of caches per worker, shared by its jobs (64 MiB; >= 1 MiB)
+    store_outage_grace = 600  # seconds a worker waits out a queue store that is away, then exits
 
     [retry]
     base = 2.0                # first backoff, doubled per attempt, with jitter

@@ -121,6 +121,9 @@ class WorkerSettings:
     #: most seconds one page's callback may run (it runs off the event loop)
     parse_timeout: float = 30.0
     cache_memory: int = DEFAULT_CACHE_MEMORY  # bytes of the worker's caches, shared by its jobs
+    #: seconds a worker (and ``crawl``) waits out a queue store that is away -- refused, cut,
+    #: restarting, out of connections -- reconnecting with backoff, before it gives up and exits
+    store_outage_grace: float = 600.0
 
     __repr__ = masked_repr
 

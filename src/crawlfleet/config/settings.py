@@ -73,6 +73,8 @@ class Settings:
             raise ConfigError("concurrency and lease_batch must be at least 1")
         if w.stats_every <= 0:
             raise ConfigError("worker.stats_every must be more than 0 seconds")
+        if w.store_outage_grace < 0:
+            raise ConfigError("worker.store_outage_grace must be 0 seconds or more")
         if self.pacing.robots_give_up < 0:
             raise ConfigError("pacing.robots_give_up must be 0 seconds or more")
         if self.traps.max_links_per_page is not None and self.traps.max_links_per_page < 1:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from crawlfleet.data.warc import CLOSED_SUFFIX, WarcWriter
+from crawlfleet.data.warc import CLOSED_SUFFIX, WarcWriter, recover
 from crawlfleet.errors import ConfigError, StoreError
 from crawlfleet.urls import mask_credentials
 
@@ -112,7 +112,8 @@ class DirectoryStore:
         return f"<DirectoryStore {self.directory}>"
 
     def open(self) -> None:
-        pass
+        """Close the WARC files dead writers left open (see :func:`recovered`)."""
+        recovered(self.directory)
 
     def writer(self, prefix: str, *, max_size: int, gzip_level: int) -> WarcWriter:
         return WarcWriter(self.directory, prefix=prefix, max_size=max_size, gzip_level=gzip_level)
@@ -155,8 +156,10 @@ class S3Store:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Connect and check the bucket (one clear error if it is missing or not allowed)."""
+        """Connect and check the bucket (one clear error if it is missing or not allowed); the
+        WARC files dead writers left open in the spool are closed, then uploaded with the rest."""
         self.spool.mkdir(parents=True, exist_ok=True)
+        recovered(self.spool)
         if self._client is None:
             self._client = _make_client(self.endpoint)
         try:
@@ -243,6 +246,22 @@ class S3Store:
             self.uploaded += 1
             return True
         return False
+
+
+def recovered(directory: Path) -> list[str]:
+    """Close the ``.open`` WARC files in ``directory`` that no live writer holds (a worker
+    killed mid-file: its own, or another's), under the names their records carry
+    (:func:`crawlfleet.data.warc.recover`); one line says how many."""
+    if not directory.is_dir():
+        return []
+    try:
+        files = recover(directory)
+    except OSError as exc:  # unreadable, or a full disk: the writers will say so
+        log.warning("cannot recover the open WARC files in %s: %s", directory, _line(exc))
+        return []
+    if files:
+        log.warning("closed %d WARC files left open by dead workers in %s", len(files), directory)
+    return files
 
 
 def _make_client(endpoint: str) -> Any:

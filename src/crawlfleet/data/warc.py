@@ -23,6 +23,7 @@ WARC/1.1, one gzip member per record, which warcio (and every other WARC reader)
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import os
 import queue
@@ -742,14 +743,16 @@ class WarcWriter:
                     self._progress = (file, raw, compressed)
                 elif isinstance(item, _Open):
                     handle = open(item.path, "xb", buffering=_FILE_BUFFER)  # noqa: SIM115
+                    # held while the file is written: recover() leaves a locked file alone
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                     file, raw, compressed = item.path.name[: -len(".open")], 0, 0
                     self._sync_dir()
                 elif isinstance(item, _Close):
                     assert handle is not None
                     self._sync(handle)
+                    os.replace(item.path, item.final)  # renamed while still locked
                     handle.close()
                     handle = None
-                    os.replace(item.path, item.final)
                     self._sync_dir()
                 else:
                     if handle is not None:
@@ -782,30 +785,52 @@ class WarcWriter:
 
 
 def recover(directory: str | Path, *, prefix: str | None = None) -> list[str]:
-    """Close the ``.open`` files a crashed writer left in ``directory`` (those of ``prefix`` only,
+    """Close the ``.open`` files dead writers left in ``directory`` (those of ``prefix`` only,
     if given); returns the paths they were renamed to.
 
     Each file is cut after its last complete record (one gzip member with an intact WARC record)
-    and renamed to ``.warc.gz``, or to ``.warc.gz.invalid`` when no record survives. Run it before
-    starting a writer, never on files a live writer still has open.
+    and renamed to ``.warc.gz`` -- the name its records carry -- or to ``.warc.gz.invalid`` when
+    no record survives. A live writer holds an exclusive lock (``flock``) on its ``.open`` file,
+    on any machine that shares the directory's locks: such a file is left alone, so this is safe
+    to run at any time, by any process.
     """
     renamed: list[str] = []
     for path in sorted(Path(directory).glob("*" + OPEN_SUFFIX)):
         if prefix is not None and not path.name.startswith(prefix + "-"):
             continue
+        target = _recover_one(path)
+        if target is not None:
+            renamed.append(target)
+    return renamed
+
+
+def _recover_one(path: Path) -> str | None:
+    """Close one ``.open`` file if no writer holds it; returns its new path."""
+    try:
+        handle = open(path, "r+b")  # noqa: SIM115 - closed below, after the rename
+    except FileNotFoundError:
+        return None  # closed by its writer meanwhile
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # a live writer
+        try:
+            if os.stat(path).st_ino != os.fstat(handle.fileno()).st_ino:
+                return None  # renamed (closed) by its writer before the lock was ours
+        except FileNotFoundError:
+            return None
         good = _complete_prefix(path)
         base = str(path)[: -len(OPEN_SUFFIX)]
         if good == 0:
             target = base + INVALID_SUFFIX
         else:
-            with open(path, "r+b") as handle:
-                handle.truncate(good)
-                handle.flush()
-                os.fsync(handle.fileno())
+            handle.truncate(good)
+            handle.flush()
+            os.fsync(handle.fileno())
             target = base + CLOSED_SUFFIX
         os.replace(path, target)
-        renamed.append(target)
-    return renamed
+    return target
 
 
 def _complete_prefix(path: Path) -> int:

@@ -25,13 +25,17 @@ def open_frontier(
     clock: Callable[[], float] = time.time,
     pacing: PacingConfig | None = None,
     create: bool = True,
+    outage_grace: float = 0.0,
 ) -> Frontier:
     """The frontier a queue URL names (not opened yet: ``await frontier.open()``).
 
     ``pacing`` is how the store adapts each domain's pace to the outcomes it is told about
     (``[pacing]`` in crawlfleet.toml; the defaults suit most sites). With ``create=False`` the
     store must exist already: ``open()`` raises a one-line :class:`UsageError` naming the store
-    it looked for instead of creating one (what the read-only commands use).
+    it looked for instead of creating one (what the read-only commands use). ``outage_grace``
+    is how many seconds a call of a PostgreSQL store waits for a server that is away (refused,
+    cut, restarting, out of connections), reconnecting with backoff, before it fails (the
+    worker's ``[worker] store_outage_grace``; 0, the default, fails at once).
 
     * ``sqlite:///relative/queue.db``, ``sqlite:////abs/queue.db`` or a bare path ending in
       ``.db`` → the embedded SQLite store;
@@ -49,7 +53,14 @@ def open_frontier(
         from crawlfleet.frontier.postgres import PostgresFrontier
 
         dsn, schema = _split_schema(url)
-        return PostgresFrontier(dsn, clock=clock, schema=schema, pacing=pacing, create=create)
+        return PostgresFrontier(
+            dsn,
+            clock=clock,
+            schema=schema,
+            pacing=pacing,
+            create=create,
+            outage_grace=outage_grace,
+        )
     if "://" not in url and url.endswith(_SQLITE_SUFFIXES):
         from crawlfleet.frontier.sqlite import SQLiteFrontier
 

@@ -204,7 +204,11 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         check_writable(plan.output.path)
     await check_reachable([s.url for s in intake.seeds])
     await _check_raw_store(settings)
-    store = open_frontier(settings.queue, pacing=settings.pacing_config())
+    store = open_frontier(
+        settings.queue,
+        pacing=settings.pacing_config(),
+        outage_grace=settings.worker.store_outage_grace,  # the coordinator waits out outages too
+    )
     await store.open()
     try:
         before = await _state(store, name)

@@ -10,7 +10,9 @@ The rules (``[control]`` keys in parentheses; see :class:`AlertRules`):
 * ``validation_failure_rate`` — more than ``alert_validation_rate`` of the records a job's spider
   produced failed validation (quarantined), once it produced :data:`MIN_RECORDS`;
 * ``no_worker_alive`` — requests are ready to run but no worker reported within
-  ``alive_after`` seconds.
+  ``alive_after`` seconds;
+* ``worker_local_fault`` — a live worker stopped leasing for a fault of its own machine (its
+  WARC disk full, out of file descriptors): it gave its leases back and waits for room.
 
 The dashboard and ``status`` show the firing alerts; ``/metrics`` has ``crawlfleet_alerts{rule}``
 (how many subjects fire each rule, 0 when none).
@@ -25,7 +27,13 @@ from typing import Final
 __all__ = ["RULES", "Alert", "AlertRules", "evaluate"]
 
 #: every rule's name, in the order alerts are listed
-RULES: Final = ("no_worker_alive", "oldest_queued_age", "block_rate", "validation_failure_rate")
+RULES: Final = (
+    "no_worker_alive",
+    "worker_local_fault",
+    "oldest_queued_age",
+    "block_rate",
+    "validation_failure_rate",
+)
 #: recent (decayed) attempts a domain needs before its block rate can alert: a lone block is not
 MIN_RECENT_ATTEMPTS: Final = 10.0
 #: records a job's spider must have produced before its validation failure rate can alert
@@ -68,6 +76,11 @@ class Alert:
                 f"{self.subject}: {self.value:.1%} of records failed validation "
                 f"(over {self.threshold:.1%})"
             )
+        if self.rule == "worker_local_fault":
+            return (
+                f"worker {self.subject} stopped leasing: a local fault (disk full or out of "
+                "files); its leases were given back"
+            )
         return f"{self.value:,.0f} requests ready and no worker alive"
 
     def as_json(self) -> dict[str, object]:
@@ -88,16 +101,19 @@ def evaluate(
     validation: Iterable[tuple[str, float, float]] = (),
     ready: int = 0,
     workers_alive: int = 0,
+    local_faults: Iterable[str] = (),
 ) -> list[Alert]:
     """The alerts firing now.
 
     ``oldest``: ``(subject, seconds)`` per job and domain; ``blocks``: ``(domain, blocked share,
     recent attempts)``; ``validation``: ``(job, failure share, records produced)``; ``ready``:
-    requests ready to run in running jobs; ``workers_alive``: workers heard of lately.
+    requests ready to run in running jobs; ``workers_alive``: workers heard of lately;
+    ``local_faults``: the live workers that stopped leasing for a fault of their own machine.
     """
     out: list[Alert] = []
     if ready > 0 and workers_alive == 0:
         out.append(Alert("no_worker_alive", "fleet", float(ready), 0.0))
+    out += [Alert("worker_local_fault", worker, 1.0, 0.0) for worker in local_faults]
     out += [
         Alert("oldest_queued_age", subject, age, rules.oldest_age)
         for subject, age in oldest

@@ -136,6 +136,11 @@ class WorkerMetrics:
         )
         self.in_flight = Gauge("crawlfleet_in_flight", "Attempts in flight", registry=r)
         self.leases_held = Gauge("crawlfleet_leases_held", "Leases held", registry=r)
+        self.local_fault = Gauge(
+            "crawlfleet_worker_local_fault",
+            "1 while the worker stopped leasing for a local fault (disk full, out of files)",
+            registry=r,
+        )
         self.memory = Gauge("crawlfleet_worker_memory_bytes", "Worker process RSS", registry=r)
         self.browser_memory = Gauge(
             "crawlfleet_browser_memory_bytes", "Browser memory", ["measure"], registry=r
@@ -183,11 +188,16 @@ class WorkerMetrics:
         if not e.retry and e.outcome not in (Outcome.ROBOTS, Outcome.TRAP):
             self.request_attempts.labels(job).observe(e.attempts)
 
-    def sample_gauges(self, *, in_flight: int, leases_held: int) -> dict[str, float]:
+    def sample_gauges(
+        self, *, in_flight: int, leases_held: int, local_fault: bool = False
+    ) -> dict[str, float]:
         """Set the gauges from the worker's state now; returns them (for the report)."""
         self.in_flight.set(in_flight)
         self.leases_held.set(leases_held)
+        self.local_fault.set(int(local_fault))
         gauges: dict[str, float] = {"in_flight": in_flight, "leases_held": leases_held}
+        if local_fault:
+            gauges["local_fault"] = 1
         rss = process_rss()
         if rss is not None:
             self.memory.set(rss)

@@ -307,6 +307,7 @@ def build_overview(
         ],
         ready=ready,
         workers_alive=ov.workers_alive,
+        local_faults=[w.stats.worker for w in ov.workers if w.alive and w.gauge("local_fault")],
     )
     return Overview(**{**ov.__dict__, "alerts": alerts})
 

@@ -16,7 +16,13 @@ drops the repeat)::
      "records": [{"key": ..., "status": "new", "data": {...}, "url": ..., ...}]}
 
 ``field`` is there only when the alert is about one; ``baseline`` is null where no earlier run
-had the figure.
+had the figure. A fleet alert (``worker_local_fault``: a worker's disk full; ``no_worker_alive``,
+``oldest_queued_age``) is about no run: ``job`` and ``run`` are null (``oldest_queued_age``
+names its job) and ``subject`` says what fires (a worker id, ``fleet``, ``job/domain``)::
+
+    {"event": "alert", "alert": "worker_local_fault", "subject": "host-4711", "job": null,
+     "run": null, "severity": "critical", "message": "worker host-4711 stopped leasing: ...",
+     "value": 1.0, "baseline": null, "threshold": 0.0, "examples": [], "at": ...}
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ __all__ = [
     "changes_body",
     "dumps",
     "email_text",
+    "fleet_alert_body",
     "run_finished_body",
     "slack_body",
 ]
@@ -64,6 +71,35 @@ def alert_body(
     if breach.field is not None:
         body["field"] = breach.field
     return body
+
+
+def fleet_alert_body(
+    key: str,
+    alert: str,
+    subject: str,
+    message: str,
+    *,
+    value: float,
+    threshold: float,
+    at: float,
+    job: str | None = None,
+) -> dict[str, Any]:
+    """A fleet alert's body (about the fleet, a worker or a queue; no run's quality)."""
+    return {
+        "event": "alert",
+        "idempotency_key": key,
+        "alert": alert,
+        "subject": subject,
+        "job": job,
+        "run": None,
+        "severity": "critical",
+        "message": message,
+        "value": value,
+        "baseline": None,
+        "threshold": threshold,
+        "examples": [],
+        "at": at,
+    }
 
 
 def summary(p: RunProfile) -> dict[str, Any]:
@@ -115,6 +151,8 @@ def _pct(v: Any) -> str:
 def headline(body: Mapping[str, Any]) -> str:
     """One line about an event (Slack's text, a mail's subject)."""
     where = f"{body.get('job')} run {body.get('run')}"
+    if body.get("run") is None and body.get("subject"):  # a fleet alert
+        where = str(body.get("subject"))
     if body.get("event") == "alert":
         return f"[{body.get('severity')}] {where}: {body.get('alert')} — {body.get('message')}"
     if body.get("event") == "run_finished":

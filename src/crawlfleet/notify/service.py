@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from crawlfleet.config import Settings
     from crawlfleet.frontier.ports import Frontier
 
-__all__ = ["KEEP_EVERY", "finish_job", "keep"]
+__all__ = ["KEEP_EVERY", "emit_fleet_alerts", "finish_job", "keep"]
 
 log = logging.getLogger("crawlfleet.notify")
 
@@ -32,6 +32,12 @@ log = logging.getLogger("crawlfleet.notify")
 KEEP_EVERY: Final = 5.0
 #: seconds between two prunes of the outbox by one process
 PRUNE_EVERY: Final = 3600.0
+#: seconds between two looks of one process at the fleet's alerts (status's, the dashboard's)
+FLEET_EVERY: Final = 60.0
+#: a fleet alert that keeps firing is sent again after this many seconds (its key's period)
+FLEET_REPEAT: Final = 3600.0
+#: the fleet alerts sent through the outbox here (worker_local_fault is sent by its worker)
+FLEET_RULES: Final = ("no_worker_alive", "oldest_queued_age")
 
 
 async def keep(
@@ -50,6 +56,7 @@ async def keep(
     async with Deliverer(store, dests, settings.notify, owner=owner) as deliverer:
         sending = asyncio.create_task(deliverer.run(stop), name="deliver")
         pruned = time.monotonic()
+        fleet_at = -FLEET_EVERY
         try:
             while not stop.is_set():
                 try:
@@ -57,6 +64,9 @@ async def keep(
                     if time.monotonic() - pruned >= PRUNE_EVERY:
                         pruned = time.monotonic()
                         await store.prune_outbox(time.time() - settings.notify.keep_delivered)
+                    if dests and time.monotonic() - fleet_at >= FLEET_EVERY:
+                        fleet_at = time.monotonic()
+                        await emit_fleet_alerts(store, settings, time.time())
                 except StoreError as exc:  # the store is away: the other loops say so
                     log.debug("quality upkeep skipped: %s", exc)
                 except Exception:  # never stop the process for it
@@ -67,6 +77,34 @@ async def keep(
             stop.set()
             with suppress(asyncio.CancelledError):
                 await sending
+
+
+async def emit_fleet_alerts(store: Frontier, settings: Settings, now: float) -> int:
+    """Queue the fleet alerts firing now (:data:`FLEET_RULES`, as ``status`` shows them) for
+    the destinations that take alerts; each subject at most once per :data:`FLEET_REPEAT`
+    seconds across the fleet (the event's key). Returns how many were new."""
+    from crawlfleet.frontier.outbox import OutboxEvent
+    from crawlfleet.monitor.overview import read_overview
+    from crawlfleet.notify.payloads import dumps, fleet_alert_body
+
+    targets = tuple(d.id for d in destinations(settings) if d.wants("alert"))
+    if not targets:
+        return 0
+    c = settings.control
+    ov = await read_overview(store, now, rules=c.alert_rules(), alive_after=c.alive_after)
+    events = []
+    for a in ov.alerts:
+        if a.rule not in FLEET_RULES:
+            continue
+        key = f"alert:fleet:{a.rule}:{a.subject}:{int(now // FLEET_REPEAT)}"
+        job = a.subject.split("/", 1)[0] if a.rule == "oldest_queued_age" else None
+        body = fleet_alert_body(
+            key, a.rule, a.subject, a.message, value=a.value, threshold=a.threshold, at=now, job=job
+        )
+        events.append(
+            OutboxEvent(key, "alert", dumps(body), targets, job, None, settings.notify.tries)
+        )
+    return await store.emit(events) if events else 0
 
 
 async def finish_job(

@@ -318,6 +318,12 @@ class JobRuntime:
         for req in discovered:
             self.seen.discard(_seen_key(req.fingerprint))
 
+    def forget_all(self) -> None:
+        """Pages in flight were given back unreported (a local fault): every link is sendable
+        again (the store dedupes what it has)."""
+        self.handled.clear()
+        self.seen.clear()
+
     # -- pages ----------------------------------------------------------------------------------
 
     def content_hash(self, body: bytes) -> bytes:

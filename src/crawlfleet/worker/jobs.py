@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawlfleet.cache import share
 from crawlfleet.config import Settings
 from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.data.rawstore import RawStore, open_raw_store
-from crawlfleet.data.warc import WarcWriter
+from crawlfleet.data.warc import WarcWriter, recover
 from crawlfleet.errors import CrawlfleetError, SpiderLoadError
 from crawlfleet.fetch.base import Fetcher, FetcherPool
 from crawlfleet.fetch.http import FetchSettings, HttpClient, HttpFetcher
@@ -225,6 +227,29 @@ class JobContexts:
             await asyncio.to_thread(store.open)
             self._raw[s.raw] = store
         return store
+
+    def forget_sent(self) -> None:
+        """Forget which links each job sent (a cache: the store dedupes them anyway), so the
+        links of pages that were never reported are sent again when they are fetched again."""
+        for job in self._loaded.values():
+            job.runtime.forget_all()
+
+    def warc_directories(self) -> list[Path]:
+        """The directories the jobs' WARC files are written to (local, or the S3 spool)."""
+        return sorted({job.warc.directory for job in self._loaded.values()})
+
+    async def reopen_warcs(self) -> list[str]:
+        """After a local fault (disk full): give every job a new WARC writer. The old one is
+        closed as far as it can be, and its ``.open`` file cut after its last complete record
+        and renamed to the name its records carry (``recover``). Returns the files recovered."""
+        recovered: list[str] = []
+        for job in self._loaded.values():
+            old = job.warc
+            with suppress(OSError):  # the error it failed with: its file is recovered below
+                await asyncio.to_thread(old.close)
+            recovered += await asyncio.to_thread(recover, old.directory, prefix=old.prefix)
+            job.warc = job.raw.writer(old.prefix, max_size=old.max_size, gzip_level=old.gzip_level)
+        return recovered
 
     async def flush(self) -> None:
         """Make every WARC record written so far durable (snapshot before ack)."""

@@ -46,6 +46,7 @@ from crawlfleet.routes.pools import RoutesConfig
 from crawlfleet.urls import mask_credentials
 from crawlfleet.worker.attempt import GiveBack, Pipeline
 from crawlfleet.worker.extract import JobRuntime
+from crawlfleet.worker.faults import has_room, local_fault
 from crawlfleet.worker.jobs import JobContexts
 
 log = logging.getLogger("crawlfleet.worker")
@@ -63,6 +64,8 @@ REPORT_RETRY = 1.0
 GATHER_ABOVE = 16
 #: results in a row the store refused for a bug (not an outage) before the worker stops itself
 REFUSALS_TO_STOP = 3
+#: seconds between two looks for room of a worker stopped by a local fault (disk full)
+FAULT_PROBE_EVERY = 2.0
 
 
 def default_worker_id() -> str:
@@ -135,6 +138,8 @@ class Worker:
         self._signals = StopSignals()  # what a repeated stop signal means
         self._refused_in_row = 0  # results the store refused for a bug since the last it took
         self._fatal: WorkerStopped | None = None  # why this worker stopped itself
+        self._fault: str | None = None  # the local fault (disk full) it waits out, if any
+        self._fault_since = 0.0
         self._last_pages = (time.monotonic(), 0.0)  # for the pages/s of a report
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -205,6 +210,9 @@ class Worker:
         last = -IDLE_LEASE_GAP
         while not self._stopping.is_set():
             loop = asyncio.get_running_loop()
+            if self._fault is not None:
+                await self._look_for_room()
+                continue
             if self._free() <= 0 or self._pending or self._reporting:
                 # full, or a report is on its way and leases for us: wait for it
                 self._reported.clear()
@@ -235,7 +243,7 @@ class Worker:
             )
         finally:
             self._asking -= asked
-        self._start_all(leases)
+        await self._start_all(leases)
         return leases
 
     async def _idle(self) -> None:
@@ -305,7 +313,11 @@ class Worker:
 
     # -- one request ----------------------------------------------------------------------------
 
-    def _start_all(self, leases: Sequence[Lease]) -> None:
+    async def _start_all(self, leases: Sequence[Lease]) -> None:
+        if leases and self._fault is not None:  # leased by a call on its way when it began
+            with suppress(StoreError):
+                await self.frontier.release([lease.ref for lease in leases])
+            return
         if leases:
             self.events.emit(Leased(len(leases)))
         for lease in leases:
@@ -321,22 +333,48 @@ class Worker:
     def _task_done(self, lease_id: int, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._task_of.pop(lease_id, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("request handler crashed", exc_info=task.exception())
 
     async def _handle(self, lease: Lease) -> None:
-        job = await self.contexts.get(lease.job)
-        if job is None:
-            await self._give_back(lease)
-            return
-        verdict = await self.pipeline.run(job, lease)
-        if isinstance(verdict, GiveBack):
-            await self._give_back(lease)
-        else:
-            self._settle(job.runtime, verdict)
+        """Run one lease's attempt. Whatever happens, the lease ends settled, given back, or no
+        longer held (it expires and is rescued): an attempt never leaves an ownerless lease
+        that the heartbeat would keep alive for ever."""
+        try:
+            job = await self.contexts.get(lease.job)
+            if job is None:
+                await self._give_back(lease)
+                return
+            verdict = await self.pipeline.run(job, lease)
+            if isinstance(verdict, GiveBack):
+                await self._give_back(lease)
+            else:
+                self._settle(job.runtime, verdict)
+        except StoreError as exc:  # the store is away past its grace: the lease expires
+            log.warning("%s: left to expire, the store is away: %s", describe(lease), exc)
+            self._held.pop(lease.id, None)
+        except Exception as exc:
+            if (fault := local_fault(exc)) is not None:  # the machine's fault, not the page's
+                await self._abandon(lease)
+                await self._local_fault(fault)
+                return
+            log.error("request handler crashed on %s", describe(lease), exc_info=exc)
+            await self._abandon(lease)
+
+    async def _abandon(self, lease: Lease) -> None:
+        """Give back the lease of a crashed attempt (the request runs again elsewhere), or
+        stop holding it when even that fails (then it expires and is rescued)."""
+        self._held.pop(lease.id, None)
+        try:
+            await self.frontier.release([lease.ref])
+        except Exception as exc:  # the lease expires: nothing is lost
+            log.warning("could not give back %s: %s", describe(lease), _line(exc))
 
     def _settle(self, rt: JobRuntime, verdict: Completion | Failure) -> None:
-        """Queue the verdict for the reporter."""
+        """Queue the verdict for the reporter (none while a local fault holds: its lease was
+        given back, and its links must be sendable again)."""
+        if self._fault is not None:
+            if isinstance(verdict, Completion):
+                rt.forget(verdict.discovered)
+            return
         if isinstance(verdict, Completion):
             self._pending.done.append((verdict, rt))
         else:
@@ -347,6 +385,83 @@ class Worker:
         """Release ``lease`` unfetched (no attempt used) and stop holding it."""
         await self.frontier.release([lease.ref])
         self._held.pop(lease.id, None)
+
+    # -- local faults ---------------------------------------------------------------------------
+
+    async def _local_fault(self, exc: OSError) -> None:
+        """This machine is out of something (disk, files): stop leasing, give back every lease
+        (unfetched: no attempt counts), say so once, raise the alert; :meth:`_look_for_room`
+        resumes."""
+        if self._fault is not None:
+            return
+        self._fault, self._fault_since = _line(exc), time.monotonic()
+        me = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not me:
+                task.cancel()
+        self._pending = _Pending()  # their WARC data may not be durable: fetched again
+        self.contexts.forget_sent()  # links of pages never reported must be sent again
+        refs = [lease.ref for lease in self._held.values()]
+        self._held.clear()
+        with suppress(StoreError):
+            await self.frontier.release(refs)
+        log.error(
+            "worker %s stopped leasing: %s (a fault of this machine, not of the pages); "
+            "%d leases given back, looking for room every %.0f s",
+            self.worker_id,
+            self._fault,
+            len(refs),
+            FAULT_PROBE_EVERY,
+        )
+        await self._save_stats()  # the gauge, and so the alert of status, at once
+        await self._notify_fault()
+
+    async def _look_for_room(self) -> None:
+        """Wait, then probe the WARC directories; with room again, new WARC writers (the
+        broken files recovered under the names their records carry) and leasing again."""
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), FAULT_PROBE_EVERY)
+        if self._stopping.is_set():
+            return
+        if await asyncio.to_thread(has_room, self.contexts.warc_directories()) is not None:
+            return
+        recovered = await self.contexts.reopen_warcs()
+        # again: a cancelled attempt's parse may have gone on in its thread meanwhile
+        self.contexts.forget_sent()
+        log.warning(
+            "worker %s leases again: room on its disk after %.0f s (%d WARC files closed)",
+            self.worker_id,
+            time.monotonic() - self._fault_since,
+            len(recovered),
+        )
+        self._fault = None
+        await self._save_stats()
+
+    async def _notify_fault(self) -> None:
+        """The ``worker_local_fault`` alert through the notification outbox (webhooks, Slack,
+        mail: the destinations that take alerts), once per fault."""
+        from crawlfleet.frontier.outbox import OutboxEvent
+        from crawlfleet.monitor.alerts import Alert
+        from crawlfleet.notify.destinations import destinations
+        from crawlfleet.notify.payloads import dumps, fleet_alert_body
+
+        dests = tuple(d.id for d in destinations(self.settings) if d.wants("alert"))
+        if not dests:
+            return
+        now = time.time()
+        alert = Alert("worker_local_fault", self.worker_id, 1.0, 0.0)
+        key = f"alert:fleet:worker_local_fault:{self.worker_id}:{int(now)}"
+        message = f"{alert.message} ({self._fault})"
+        body = fleet_alert_body(
+            key, alert.rule, self.worker_id, message, value=1.0, threshold=0.0, at=now
+        )
+        event = OutboxEvent(
+            key, "alert", dumps(body), dests, None, None, self.settings.notify.tries
+        )
+        try:
+            await self.frontier.emit([event])
+        except StoreError as exc:
+            log.warning("could not queue the disk alert: %s", exc)
 
     # -- reporting ------------------------------------------------------------------------------
 
@@ -373,7 +488,10 @@ class Worker:
             log.warning("could not report %d results: %s; trying again", len(batch), exc)
             self._requeue(batch)  # first: a drain cut short still finds it pending
             await asyncio.sleep(max(self.settings.report_interval, REPORT_RETRY))
-        except Exception:  # a verdict the store cannot take must not stop the others
+        except Exception as exc:  # a verdict the store cannot take must not stop the others
+            if (fault := local_fault(exc)) is not None:  # the WARC data could not be made durable
+                await self._local_fault(fault)
+                return
             log.exception("a report of %d results failed: reporting them one by one", len(batch))
             await self._report_alone(batch)
         finally:
@@ -433,7 +551,8 @@ class Worker:
         await self.contexts.flush()
         await self.identities.flush()  # cookies learnt, sessions retired: for the whole fleet
         # the slots these requests free are leased again in the same transaction
-        ask = 0 if self._stopping.is_set() else min(self._free(), self.settings.lease_batch)
+        stopped = self._stopping.is_set() or self._fault is not None
+        ask = 0 if stopped else min(self._free(), self.settings.lease_batch)
         jobs = await self._lease_jobs() if ask else None
         if jobs is not None and not jobs:
             ask = 0
@@ -467,7 +586,7 @@ class Worker:
         if refused:
             self.events.emit(LeasesLost(refused, reported=True))
             log.warning("%d reports refused: their leases were lost (expired, taken over)", refused)
-        self._start_all(settled.leases)
+        await self._start_all(settled.leases)
         self._reported.set()
 
     async def _heartbeat_loop(self) -> None:
@@ -477,7 +596,11 @@ class Worker:
             refs = [LeaseRef(lease.id, lease.token) for lease in self._held.values()]
             if not refs:
                 continue
-            held = await self.frontier.heartbeat(refs, ttl)
+            try:
+                held = await self.frontier.heartbeat(refs, ttl)
+            except StoreError as exc:  # away past its grace: the next beat tries again
+                log.debug("heartbeat skipped: %s", exc)
+                continue
             # a lease reported meanwhile is no longer ours to keep: only the others count
             lost = [r.id for r in refs if r.id not in held and r.id in self._held]
             if lost:
@@ -536,7 +659,9 @@ class Worker:
         at, before = self._last_pages
         now, pages = time.monotonic(), self.metrics.pages_total()
         self._last_pages = (now, pages)
-        gauges = self.metrics.sample_gauges(in_flight=len(self._tasks), leases_held=len(self._held))
+        gauges = self.metrics.sample_gauges(
+            in_flight=len(self._tasks), leases_held=len(self._held), local_fault=bool(self._fault)
+        )
         gauges["pages_per_second"] = (pages - before) / (now - at) if now > at else 0.0
         if stopped:
             gauges["stopped"] = 1

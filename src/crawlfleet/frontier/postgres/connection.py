@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final, Self, TypeVar
@@ -23,7 +24,7 @@ from typing import Any, Final, Self, TypeVar
 import asyncpg
 
 from crawlfleet.cache import BoundedSet
-from crawlfleet.errors import StoreError, UsageError
+from crawlfleet.errors import StoreError, StoreUnavailable, UsageError
 from crawlfleet.frontier.common import (
     job_from_row,
 )
@@ -37,6 +38,7 @@ from crawlfleet.model import (
     LeaseRef,
 )
 from crawlfleet.policy.pacing import PacingConfig
+from crawlfleet.policy.retry import backoff
 from crawlfleet.urls import mask_credentials
 
 T = TypeVar("T")
@@ -92,6 +94,40 @@ ENQUEUE_SLICE: Final = 10_000
 #: how long the upkeep waits for a table's lock (milliseconds)
 MAINTAIN_LOCK_TIMEOUT_MS: Final = 200
 _TX_ATTEMPTS = 5
+#: errors that say the server is away, not that the statement is wrong: refused or cut
+#: connections, a server shutting down, crashed or starting up (57P01-03), no connection slot
+#: left (53300). A transaction cut by one of them either committed or did not; every verb is
+#: safe to run again (fencing tokens decide what a second report may still settle).
+_AWAY = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.TooManyConnectionsError,
+)
+#: first and longest pause (seconds) between two tries of a store that is away
+OUTAGE_BACKOFF_BASE: Final = 0.25
+OUTAGE_BACKOFF_CAP: Final = 5.0
+
+
+def _quiet_pool_floor(record: logging.LogRecord) -> bool:
+    """asyncpg's pool logs a traceback each time it fails to reconnect its floor of connections
+    (a store outage): the outage has one line of its own here, so those become debug lines
+    without the traceback."""
+    if str(record.msg).startswith("Failed to restore the pool connection floor"):
+        exc = record.exc_info[1] if record.exc_info else None
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        if exc is not None:
+            record.msg, record.args = "%s: %s", (record.msg, _line(exc))
+        return log.isEnabledFor(logging.DEBUG)
+    return True
+
+
+logging.getLogger("asyncpg.pool").addFilter(_quiet_pool_floor)
 
 
 def _count(status: str) -> int:
@@ -113,8 +149,14 @@ class PostgresConnection:
         max_size: int = 10,
         pacing: PacingConfig | None = None,
         create: bool = True,
+        outage_grace: float = 0.0,
     ) -> None:
         self.dsn = dsn
+        #: seconds a call waits for a store that is away (reconnecting with capped, jittered
+        #: backoff) before it raises StoreUnavailable; 0: at once (the one-shot commands)
+        self.outage_grace = outage_grace
+        self._down_since: float | None = None  # time.monotonic() the store was first found away
+        self._down_tries = 0
         self.create = create  # False: open only an existing schema (read-only commands)
         self.clock = clock
         self.pacing = pacing or PacingConfig()
@@ -157,17 +199,26 @@ class PostgresConnection:
 
     async def open(self) -> None:
         settings = self._settings()
-        try:
-            self._pool = await asyncpg.create_pool(
-                self.dsn,
-                min_size=self.min_size,
-                max_size=self.max_size,
-                server_settings=settings,
-                reset=_reset,
-            )
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-            where = self._where()
-            raise StoreError(f"cannot connect to queue store {where}: {_line(exc)}") from exc
+        while True:
+            try:
+                self._pool = await asyncpg.create_pool(
+                    self.dsn,
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    server_settings=settings,
+                    reset=_reset,
+                )
+                self._store_back()
+                break
+            except _AWAY as exc:
+                if not await self._store_away(exc):
+                    where = self._where()
+                    raise StoreUnavailable(
+                        f"cannot connect to queue store {where}: {_line(exc)}{self._gave_up()}"
+                    ) from exc
+            except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                where = self._where()
+                raise StoreError(f"cannot connect to queue store {where}: {_line(exc)}") from exc
         try:
             if not self.create and not await self._run(_has_schema, write=False):
                 where = self._where() + (f" schema {self.schema}" if self.schema else "")
@@ -194,23 +245,72 @@ class PostgresConnection:
         await self.close()
 
     async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, write: bool = True) -> T:
-        """Run ``fn(conn)`` in one transaction (retried on deadlock), store errors as StoreError."""
-        if self._pool is None:
-            raise StoreError("the PostgreSQL frontier is not open")
-        for attempt in range(_TX_ATTEMPTS):
+        """Run ``fn(conn)`` in one transaction (retried on deadlock; on a store that is away,
+        retried on a new connection for up to ``outage_grace`` seconds), then StoreError."""
+        attempt = 0
+        while True:
+            if self._pool is None:
+                raise StoreError("the PostgreSQL frontier is not open")
             try:
-                async with self._pool.acquire() as conn:
-                    if not write:
-                        return await fn(conn)
-                    async with conn.transaction():
-                        return await fn(conn)
+                result = await self._once(fn, write)
             except _RETRYABLE:
-                if attempt == _TX_ATTEMPTS - 1:
+                attempt += 1
+                if attempt == _TX_ATTEMPTS:
                     raise
-                await asyncio.sleep(0.01 * (attempt + 1))
-            except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError) as exc:
-                raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
-        raise AssertionError("unreachable")
+                await asyncio.sleep(0.01 * attempt)
+                continue
+            except _AWAY as exc:
+                if self._pool is None or not await self._store_away(exc):
+                    where = self._where()
+                    raise StoreUnavailable(
+                        f"queue store {where} failed: {_line(exc)}{self._gave_up()}"
+                    ) from exc
+                continue
+            self._store_back()
+            return result
+
+    async def _once(self, fn: Callable[[Conn], Awaitable[T]], write: bool) -> T:
+        async with self._pool.acquire() as conn:
+            if not write:
+                return await fn(conn)
+            async with conn.transaction():
+                return await fn(conn)
+
+    async def _store_away(self, exc: BaseException) -> bool:
+        """The store is away (``exc`` says how): wait a backoff and return True to try again,
+        or False once ``outage_grace`` is spent. One line when an outage begins, whichever of
+        this process's calls meets it first."""
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since, self._down_tries = now, 0
+            if self.outage_grace > 0:
+                log.warning(
+                    "queue store %s is away (%s): reconnecting for up to %.0f s",
+                    self._where(),
+                    _line(exc),
+                    self.outage_grace,
+                )
+        if now - self._down_since >= self.outage_grace:
+            return False
+        self._down_tries += 1
+        pause = backoff(
+            self._down_tries, base=OUTAGE_BACKOFF_BASE, cap=OUTAGE_BACKOFF_CAP, rand=random.random()
+        )
+        await asyncio.sleep(min(pause, self._down_since + self.outage_grace - now))
+        return True
+
+    def _store_back(self) -> None:
+        """A call went through: an outage under way is over (one line saying how long)."""
+        if self._down_since is None:
+            return
+        away, self._down_since = time.monotonic() - self._down_since, None
+        if self.outage_grace > 0:
+            log.warning("queue store %s is back after %.1f s away", self._where(), away)
+
+    def _gave_up(self) -> str:
+        if self.outage_grace <= 0 or self._down_since is None:
+            return ""
+        return f" (away for {time.monotonic() - self._down_since:.0f} s: giving up)"
 
     async def upgrade(self) -> int:
         """Apply pending schema migrations; returns the schema version. Safe to run concurrently."""

@@ -331,18 +331,28 @@ class PostgresQueue(PostgresConnection):
     async def wait_for_work(self, timeout: float) -> bool:
         """Wait for another worker's NOTIFY (see :meth:`_notify`) or ``timeout`` seconds.
 
-        One connection per process LISTENs, opened on first use. A notification that came since
-        the last wait returns at once: a wake-up is never lost between a lease and a wait.
+        One connection per process LISTENs, opened on first use and again when the store cut it.
+        A notification that came since the last wait returns at once: a wake-up is never lost
+        between a lease and a wait. While the store is away (within ``outage_grace``), this only
+        waits: the calls that need the store wait out the outage and say so.
         """
+        if self._listener is not None and self._listener.is_closed():
+            self._listener = None  # cut by a restart or an outage: LISTEN again
+            self._work.set()  # what was notified meanwhile is unknown: look once
         if self._listener is None:
             if self._pool is None:
                 raise StoreError("the PostgreSQL frontier is not open")
             try:
                 self._listener = await asyncpg.connect(self.dsn, server_settings=self._settings())
                 await self._listener.add_listener(self._channel, self._on_notify)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                self._listener = None
-                raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+                listener, self._listener = self._listener, None
+                if listener is not None:
+                    listener.terminate()
+                if self.outage_grace <= 0:
+                    raise StoreError(f"queue store {self._where()} failed: {_line(exc)}") from exc
+                await asyncio.sleep(timeout)
+                return False
         try:
             await asyncio.wait_for(self._work.wait(), timeout)
         except TimeoutError:
