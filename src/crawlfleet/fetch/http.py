@@ -36,6 +36,7 @@ the route is blamed, not the request; no message carries the proxy's password.
 from __future__ import annotations
 
 import errno
+import os
 import ssl
 import time
 from collections.abc import Mapping
@@ -55,7 +56,9 @@ from crawlfleet.errors import (
     DataLoss,
     FetchError,
     FetchTimeout,
+    HostUnreachable,
     InvalidURL,
+    LocalResourceError,
     ProxyError,
     TooLarge,
     TooManyRedirects,
@@ -473,7 +476,9 @@ def _translate_any(exc: Exception, proxy: str | None, timeout: float) -> FetchEr
     """Any exception of a fetch as a :class:`FetchError`, with no secret in its message."""
     error: FetchError | None = _proxy_error(exc) if proxy is not None else None
     if error is None:
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            error = HostUnreachable(f"no connection within the connect timeout: {exc}")
+        elif isinstance(exc, TimeoutError):
             error = FetchTimeout(f"no complete response within {timeout}s")
         elif isinstance(exc, aiohttp.ClientError | OSError | ValueError):
             error = _translate(exc)
@@ -515,6 +520,24 @@ def _refused(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__
     return False
+
+
+#: errors of the worker's own resources: the process's or the system's descriptors, buffers,
+#: memory, local ports; a site has no part in them
+_LOCAL_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL}
+)
+
+
+def _local_errno(exc: BaseException | None) -> int | None:
+    """The local-resource errno behind a connection error (or one of its causes), if any."""
+    while exc is not None:
+        os_error = getattr(exc, "os_error", exc)
+        for code in (getattr(os_error, "errno", None), getattr(exc, "errno", None)):
+            if code in _LOCAL_ERRNOS:
+                return int(code)
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _scrubbed(error: FetchError, proxy: str) -> FetchError:
@@ -578,4 +601,11 @@ def _translate(exc: BaseException) -> FetchError:
         return DataLoss("server closed the connection without a complete response")
     if isinstance(exc, aiohttp.InvalidURL | ValueError):
         return InvalidURL(f"invalid URL or request: {exc}")
+    local = _local_errno(exc)
+    if local is not None:
+        return LocalResourceError(f"this worker: {errno.errorcode[local]} ({os.strerror(local)})")
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return HostUnreachable(f"no such host (DNS): {exc.os_error}")
+    if _refused(exc):
+        return HostUnreachable(f"connection refused: {exc}")
     return ConnectError(f"{type(exc).__name__}: {exc}")

@@ -189,10 +189,19 @@ class JobContexts:
             if spider.fetcher == "impersonate" and impersonator is not None:
                 first, climb = impersonator, []
             cache = RobotsCache(
-                first, user_agent=s.user_agent, error_recheck=s.robots_recheck, climb=climb
+                first,
+                user_agent=s.user_agent,
+                error_recheck=s.robots_recheck,
+                down_recheck=s.host_recheck,
+                climb=climb,
             )
             robots = RobotsGate(
-                cache, self.store, recheck=s.robots_recheck, give_up=s.robots_give_up
+                cache,
+                self.store,
+                recheck=s.robots_recheck,
+                give_up=s.robots_give_up,
+                down_recheck=s.host_recheck,
+                down_give_up=s.host_give_up,
             )
         warc = raw.writer(
             safe_name(f"{runtime.job.name}-{self.worker_id}"),
