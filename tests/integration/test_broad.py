@@ -7,6 +7,9 @@ the crawl is the real command in a subprocess.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import resource
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
@@ -99,3 +102,87 @@ async def test_no_seed_can_be_fetched__the_crawl_fails_at_its_end_saying_why(
     assert code == 1, (out + err)[-3000:]
     assert "no page was fetched: all 2 requests were given up" in out + err
     assert "Traceback" not in err
+
+
+def sockets_of(pid: int) -> int:
+    """How many sockets process ``pid`` holds open now (0 once it is gone)."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    count = 0
+    try:
+        for fd in fd_dir.iterdir():
+            with contextlib.suppress(OSError):
+                count += os.readlink(fd).startswith("socket:")
+    except OSError:
+        return 0
+    return count
+
+
+def workers_of(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+@pytest.fixture
+async def many_hosts() -> AsyncIterator[BroadSite]:
+    site, stop = await start_broad(300, dead=10, slow=0.5)
+    try:
+        yield site
+    finally:
+        await stop()
+
+
+# 100: the worker runs out of descriptors now and then (EMFILE): retried as its own fault
+@pytest.mark.parametrize("nofile", [None, 256, 100])
+async def test_broad_crawl__every_allowed_page_once_sockets_bounded_dead_hosts_end_fast(
+    tmp_path: Path, many_hosts: BroadSite, nofile: int | None
+) -> None:
+    site = many_hosts
+    concurrency, max_idle = 64, 32
+    (tmp_path / "crawlfleet.toml").write_text(
+        SHORT_WAITS + f"[worker]\nconcurrency = {concurrency}\nmax_idle_connections = {max_idle}\n"
+    )
+    spider = write_spider(tmp_path, site.seeds())
+
+    def low_limit() -> None:  # soft and hard: the worker cannot raise it
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawlfleet",
+        "crawl",
+        str(spider),
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=low_limit,
+    )
+    communicate = asyncio.ensure_future(proc.communicate())
+    peak = 0
+    while not communicate.done():
+        for worker in workers_of(proc.pid):
+            peak = max(peak, sockets_of(worker))
+        await asyncio.sleep(0.05)
+    out, err = await asyncio.wait_for(communicate, 120)
+    assert proc.returncode == 0, (out + err).decode(errors="replace")[-3000:]
+
+    # every page robots.txt allows, once; none of a host whose robots.txt answers 500
+    assert site.pages_hit() == dict.fromkeys(site.expected(), 1)
+    dead = dead_letters(tmp_path)
+    down = {site.url(h) for h in site.dead}
+    unavailable = {site.url(h) for h in site.live if site.kind(h) == "500"}
+    assert {u for u, (r, _) in dead.items() if r == "host_unreachable"} == down
+    assert {u for u, (r, _) in dead.items() if r == "robots_unavailable"} == unavailable
+    assert set(dead) == down | unavailable
+    # sockets: in use (concurrency) + idle (max_idle) + the store's and the coordinator's few
+    assert 0 < peak <= concurrency + max_idle + 10, peak
+    with sqlite3.connect(tmp_path / ".crawlfleet" / "queue.db") as db:
+        postponed_for_us = db.execute(
+            "SELECT count(*) FROM attempts WHERE error LIKE '%host postponed%' "
+            "AND (error LIKE '%EMFILE%' OR error LIKE '%Too many open files%')"
+        ).fetchone()[0]
+    assert postponed_for_us == 0

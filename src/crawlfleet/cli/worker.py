@@ -148,9 +148,13 @@ async def _worker(
 ) -> None:
     import logging
 
+    from crawlfleet.worker.fds import raise_nofile
     from crawlfleet.worker.loops import Worker
 
     log = logging.getLogger("crawlfleet.worker")
+    low = raise_nofile(s.concurrency, s.max_idle_connections)
+    if low is not None:
+        log.warning("%s", low)
     async with opened(s) as store:
         w = Worker(
             store,

@@ -111,6 +111,8 @@ class WorkerSettings:
     """``[worker]``: one worker process."""
 
     concurrency: int = 64
+    #: most idle keep-alive connections a worker keeps open (its sockets: concurrency + this)
+    max_idle_connections: int = 32
     lease_ttl: float = 60.0
     lease_batch: int = 100
     fetch_timeout: float = 30.0

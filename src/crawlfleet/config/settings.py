@@ -71,6 +71,8 @@ class Settings:
             )
         if w.concurrency < 1 or w.lease_batch < 1:
             raise ConfigError("concurrency and lease_batch must be at least 1")
+        if w.max_idle_connections < 0:
+            raise ConfigError("worker.max_idle_connections must be 0 or more")
         if w.stats_every <= 0:
             raise ConfigError("worker.stats_every must be more than 0 seconds")
         if self.pacing.robots_give_up < 0:
@@ -166,6 +168,10 @@ class Settings:
     @property
     def concurrency(self) -> int:
         return self.worker.concurrency
+
+    @property
+    def max_idle_connections(self) -> int:
+        return self.worker.max_idle_connections
 
     @property
     def lease_ttl(self) -> float:

@@ -65,6 +65,7 @@ from crawlfleet.errors import (
 )
 from crawlfleet.fetch.base import FetchRequest, FetchResult, HopCheck
 from crawlfleet.fetch.base import mask_url as _mask
+from crawlfleet.fetch.connector import BoundedConnector
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import GuardedResolver, host_may_be_private
 from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, as_given, checked_url, redirected
@@ -102,7 +103,10 @@ class FetchSettings:
     max_redirects: int = 20
     user_agent: str = DEFAULT_USER_AGENT
     concurrency: int = 64
-    """Connection pool size."""
+    """Connection pool size: most connections in use at once."""
+    max_idle_connections: int = 32
+    """Most idle keep-alive connections kept open, the most recently used (see
+    :mod:`crawlfleet.fetch.connector`): the pool's sockets are at most ``concurrency`` + this."""
     per_host_connections: int = 0
     """Connections per host (0: no cap here; politeness is enforced by the frontier)."""
     allow_private_addresses: bool = False
@@ -196,7 +200,11 @@ class HttpClient:
         s = self.settings
         self._resolver = GuardedResolver(s)
         self._ssl = ssl_context(s.ca_file, verify=s.tls_verify)
-        self._session = self._new_session(aiohttp.TCPConnector(**self._connector_args()))
+        self._session = self._new_session(self._connector())
+
+    def _connector(self) -> aiohttp.TCPConnector:
+        args = self._connector_args()
+        return BoundedConnector(max_idle=self.settings.max_idle_connections, **args)
 
     def _connector_args(self) -> dict[str, Any]:
         s = self.settings
@@ -322,7 +330,7 @@ class HttpClient:
                 proxy, rdns=True, **args
             )
         else:
-            connector = aiohttp.TCPConnector(**self._connector_args())
+            connector = self._connector()
         return self._new_session(connector)
 
     async def _check_target(self, url: URL) -> None:

@@ -267,6 +267,7 @@ def fetch_settings_of(
         max_redirects=s.max_redirects,
         user_agent=s.user_agent,
         concurrency=concurrency,
+        max_idle_connections=s.max_idle_connections,
         allow_private_addresses=bool(spider is not None and spider.allow_private_addresses),
         private_ok_hosts=frozenset(h.lower() for h in hosts),
         ca_file=f.ca_file or None,
