@@ -148,6 +148,7 @@ async def _worker(
 ) -> None:
     import logging
 
+    from crawlfleet.errors import WorkerStopped
     from crawlfleet.worker.fds import raise_nofile
     from crawlfleet.worker.loops import Worker
 
@@ -185,6 +186,9 @@ async def _worker(
             if exporter is not None:
                 await exporter.cleanup()
         log.info("worker %s stops", w.worker_id)
+        unfit = [f"{name}: {why}" for name, why in w.contexts.unloadable.items()]
+        if coordinated and unfit:  # crawl's own worker: the crawl cannot finish without it
+            raise WorkerStopped(f"this worker cannot run job {'; '.join(unfit)}")
 
 
 def _on_eof(fd: int, then: Any) -> None:
