@@ -24,6 +24,10 @@
         ├── RetryableFetchError    worth trying again later (maybe over another route)
         │   ├── FetchTimeout
         │   ├── ConnectError
+        │   │   └── HostUnreachable  the host itself is down: connection refused, no such
+        │   │                      name (DNS), no connection within the connect timeout
+        │   ├── LocalResourceError the worker, not the site, ran out: file descriptors (EMFILE),
+        │   │                      buffers, local ports; never counted against a host
         │   ├── DataLoss           connection cut mid-body, broken chunking
         │   ├── BrowserError       the browser failed the page: renderer crash, closed target
         │   ├── ProxyError         the route failed, not the request: proxy refused, unreachable,
@@ -134,6 +138,21 @@ class FetchTimeout(RetryableFetchError):
 
 class ConnectError(RetryableFetchError):
     kind = "connect"
+
+
+class HostUnreachable(ConnectError):
+    """No connection to the host at all: refused, its name does not resolve, or no connection
+    within the connect timeout. The host's state, not one request's: robots.txt that fails so
+    ends the host's requests ``dead(host_unreachable)`` after a short wait."""
+
+    kind = "host_unreachable"
+
+
+class LocalResourceError(RetryableFetchError):
+    """The worker ran out of a local resource (file descriptors, socket buffers, ephemeral
+    ports): its own fault, retried later without using an attempt or blaming the host."""
+
+    kind = "local_resource"
 
 
 class DataLoss(RetryableFetchError):

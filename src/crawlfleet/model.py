@@ -103,6 +103,7 @@ class DeadReason(StrEnum):
     OUT_OF_SCOPE = "out_of_scope"  # a redirect off the crawl's scope
     TLS_ERROR = "tls_error"  # the site's certificate is not trusted (or no TLS in common)
     BAD_SITEMAP = "bad_sitemap"  # a page fetched as a sitemap is not one (crawlfleet.sitemap)
+    HOST_UNREACHABLE = "host_unreachable"  # refused, no DNS name, no connection: past its wait
 
 
 class Visit(StrEnum):

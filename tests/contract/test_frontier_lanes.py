@@ -280,3 +280,21 @@ async def test_pinned__blocks_on_a_lane_only_pinned_requests_use_leave_the_domai
     after = await frontier.lease("A", 40, TTL)
     assert "dear/0" not in {x.route for x in after}, "the domain stays on its cheap tier"
     assert "cheap/0" in {x.route for x in after}
+
+
+async def test_broad__a_domain_with_ready_work_behind_hundreds_done_is_leased_at_once(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # a broad crawl near its end: 600 domains served and done, one of them with a new request
+    await job(frontier)
+    hosts = [f"h{i:03d}.test" for i in range(600)]
+    await frontier.enqueue("j", [req(f"http://{h}/") for h in hosts])
+    leased: list[Lease] = []
+    while batch := await frontier.lease("A", 1000, TTL):
+        leased.extend(batch)
+    assert len(leased) == len(hosts)
+    await frontier.complete([Completion(x.ref, 200) for x in leased])
+    clock.advance(1.0)
+    await frontier.enqueue("j", [req("http://h599.test/next")])  # the last one served
+    got = await frontier.lease("A", 1000, TTL)
+    assert [x.url for x in got] == ["http://h599.test/next"]

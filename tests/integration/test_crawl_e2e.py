@@ -151,7 +151,6 @@ def test_kill_9_of_one_worker__crawl_finishes_with_every_record_once(tmp_path: P
     [
         (lambda d, base: ["crawl", str(d / "missing.py")], "does not exist"),
         (lambda d, base: ["crawl", str(d / "empty.py")], "no Spider subclass"),
-        (lambda d, base: ["crawl", str(d / "unreachable.py")], "cannot reach start URL"),
         (
             lambda d, base: ["crawl", str(d / "shop.py"), "-o", "/proc/nope/records.jsonl"],
             "cannot write",
@@ -168,10 +167,6 @@ def test_bad_input__one_line_error_and_nonzero_exit(
     tmp_path: Path, make_args, message: str
 ) -> None:
     (tmp_path / "empty.py").write_text("x = 1\n")
-    (tmp_path / "unreachable.py").write_text(
-        "from crawlfleet import Spider\n\nclass S(Spider):\n    name = 's'\n"
-        "    start_urls = ['http://127.0.0.1:1/']\n"
-    )
     write_spider(tmp_path / "shop.py", "http://127.0.0.1:1")
     result = run(make_args(tmp_path, None), tmp_path, timeout=60)
     assert result.returncode != 0

@@ -20,7 +20,7 @@ from tests.conftest import FakeClock
 
 from crawlfleet.config import Settings
 from crawlfleet.data.rawstore import open_raw_store
-from crawlfleet.errors import FetchTimeout
+from crawlfleet.errors import FetchTimeout, HostUnreachable, LocalResourceError
 from crawlfleet.events import AttemptEvent, Event, EventBus
 from crawlfleet.fetch.base import FetcherPool, FetchRequest, FetchResult
 from crawlfleet.fetch.robots import RobotsCache, RobotsGate
@@ -570,5 +570,85 @@ async def test_ladder__pages_of_a_type_being_judged_wait_for_the_judgement(
         h.job.runtime.page_types[("shop.test", "shop.test/js")] = "browser"
         judged = await h.pipeline.run(h.job, replace(h.lease("/js"), fetcher="auto"))
         assert isinstance(judged, Failure) and judged.refetch_with == "browser"
+    finally:
+        h.job.warc.close()
+
+
+def _robots_failing(error: Exception | None) -> Any:
+    """A handler whose robots.txt raises ``error`` (None: answers as ``handler`` does)."""
+
+    def answer(request: FetchRequest) -> FetchResult:
+        if request.url.endswith("/robots.txt") and error is not None:
+            raise error
+        return handler(request)
+
+    return answer
+
+
+async def test_robots_gate__a_host_refusing_connections_ends_dead_after_its_short_give_up(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    h = Harness(tmp_path, clock, robots=True)
+    h.fetcher.handler = _robots_failing(HostUnreachable("connection refused: nothing listens"))
+    try:
+        first = await h.run("/p/1")
+        assert isinstance(first, Failure) and first.dead_reason is None
+        assert first.retry_at == clock() + 5.0  # the host's recheck, not robots_recheck (60)
+        assert not first.count_attempt
+        clock.advance(31.0)
+        last = await h.run("/p/1")
+        assert isinstance(last, Failure) and last.dead_reason is DeadReason.HOST_UNREACHABLE
+        assert "connection refused" in last.error
+        assert len(h.fetcher.calls) == 2  # robots.txt twice, the page never
+    finally:
+        h.job.warc.close()
+
+
+async def test_robots_gate__robots_txt_answering_5xx_keeps_rfc_9309_wait(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    h = Harness(tmp_path, clock, robots=True)
+
+    def busy(request: FetchRequest) -> FetchResult:
+        if request.url.endswith("/robots.txt"):
+            return page(request.url, 503, b"")
+        return handler(request)
+
+    h.fetcher.handler = busy
+    try:
+        first = await h.run("/p/1")
+        assert isinstance(first, Failure) and first.dead_reason is None
+        assert first.retry_at == clock() + 60.0
+        clock.advance(31.0)  # past a dead host's give-up, not a 5xx one's
+        again = await h.run("/p/1")
+        assert isinstance(again, Failure) and again.dead_reason is None
+    finally:
+        h.job.warc.close()
+
+
+async def test_out_of_file_descriptors__the_workers_fault_no_attempt_no_host_blamed(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    h = Harness(tmp_path, clock, robots=True)
+    h.fetcher.handler = _robots_failing(LocalResourceError("this worker: EMFILE"))
+    try:
+        robots = await h.run("/p/1")
+        assert isinstance(robots, Failure) and robots.dead_reason is None
+        assert robots.outcome is None and not robots.count_attempt
+        assert robots.retry_at is not None and robots.retry_at <= clock() + 1.0
+        assert h.job.robots is not None and h.job.robots.cache.unreachable_for(SITE) == 0.0
+        h.fetcher.handler = handler  # descriptors free again: robots.txt read, page fetched
+        assert isinstance(await h.run("/p/1"), Completion)
+
+        def emfile(request: FetchRequest) -> FetchResult:
+            if request.url.endswith("/p/2"):
+                raise LocalResourceError("this worker: EMFILE (Too many open files)")
+            return handler(request)
+
+        h.fetcher.handler = emfile
+        page_failure = await h.run("/p/2", attempts=5)  # its last attempt: still not dead
+        assert isinstance(page_failure, Failure) and page_failure.dead_reason is None
+        assert page_failure.outcome is None and not page_failure.count_attempt
+        assert page_failure.route_signal is None
     finally:
         h.job.warc.close()

@@ -156,3 +156,15 @@ def test_decide_rejects(outcome: Outcome, kw: dict[str, Any]) -> None:
 def test_decision_has_exactly_one_result(retry_at: float | None, reason: DeadReason | None) -> None:
     with pytest.raises(ValueError):
         RetryDecision(retry_at, reason, "x")
+
+
+def test_a_host_refusing_every_attempt__dead_as_host_unreachable() -> None:
+    d = decide(
+        outcome=Outcome.RETRYABLE_ERROR,
+        attempts=5,
+        max_attempts=5,
+        now=0.0,
+        rand=0.5,
+        error_kind="host_unreachable",
+    )
+    assert d.dead_reason is DeadReason.HOST_UNREACHABLE

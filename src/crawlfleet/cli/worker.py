@@ -149,9 +149,13 @@ async def _worker(
     import logging
 
     from crawlfleet.errors import WorkerStopped
+    from crawlfleet.worker.fds import raise_nofile
     from crawlfleet.worker.loops import Worker
 
     log = logging.getLogger("crawlfleet.worker")
+    low = raise_nofile(s.concurrency, s.max_idle_connections)
+    if low is not None:
+        log.warning("%s", low)
     async with opened(s, outage_grace=s.worker.store_outage_grace) as store:
         w = Worker(
             store,

@@ -37,9 +37,14 @@ DEFAULT_SPOOL: Final = ".crawlfleet/spool"
 DEFAULT_USER_AGENT: Final = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet)"
 #: seconds a host waits while its robots.txt is unreachable (``[pacing] robots_recheck``)
 ROBOTS_RECHECK: Final = 60.0
-#: seconds after which a host whose robots.txt stays unreachable has its requests end
-#: ``dead(robots_unavailable)`` (``[pacing] robots_give_up``)
-ROBOTS_GIVE_UP: Final = 600.0
+#: seconds after which a host whose robots.txt stays unreachable (5xx, 429) has its requests
+#: end ``dead(robots_unavailable)`` (``[pacing] robots_give_up``): minutes, within a crawl's life
+ROBOTS_GIVE_UP: Final = 120.0
+#: seconds between two tries of a host that cannot be connected to at all: refused, no DNS
+#: name, no connection in time (``[pacing] host_recheck``) ...
+HOST_RECHECK: Final = 5.0
+#: ... and after which its requests end ``dead(host_unreachable)`` (``[pacing] host_give_up``)
+HOST_GIVE_UP: Final = 30.0
 
 
 def masked_repr(obj: Any) -> str:
@@ -106,6 +111,8 @@ class WorkerSettings:
     """``[worker]``: one worker process."""
 
     concurrency: int = 64
+    #: most idle keep-alive connections a worker keeps open (its sockets: concurrency + this)
+    max_idle_connections: int = 32
     lease_ttl: float = 60.0
     lease_batch: int = 100
     fetch_timeout: float = 30.0
@@ -140,10 +147,12 @@ class RetrySettings:
 class PacingSettings(PacingConfig):
     """``[pacing]``: :class:`~crawlfleet.policy.pacing.PacingConfig` (but its per-domain
     ``min_delay`` and ``max_concurrency``, which come from the domain's limits) and
-    ``robots_recheck`` and ``robots_give_up``."""
+    ``robots_recheck``, ``robots_give_up``, ``host_recheck`` and ``host_give_up``."""
 
     robots_recheck: float = ROBOTS_RECHECK
     robots_give_up: float = ROBOTS_GIVE_UP
+    host_recheck: float = HOST_RECHECK
+    host_give_up: float = HOST_GIVE_UP
 
 
 @dataclass(frozen=True)

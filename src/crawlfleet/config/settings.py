@@ -71,12 +71,18 @@ class Settings:
             )
         if w.concurrency < 1 or w.lease_batch < 1:
             raise ConfigError("concurrency and lease_batch must be at least 1")
+        if w.max_idle_connections < 0:
+            raise ConfigError("worker.max_idle_connections must be 0 or more")
         if w.stats_every <= 0:
             raise ConfigError("worker.stats_every must be more than 0 seconds")
         if w.store_outage_grace < 0:
             raise ConfigError("worker.store_outage_grace must be 0 seconds or more")
         if self.pacing.robots_give_up < 0:
             raise ConfigError("pacing.robots_give_up must be 0 seconds or more")
+        if self.pacing.host_give_up < 0 or self.pacing.host_recheck <= 0:
+            raise ConfigError(
+                "pacing.host_give_up must be 0 seconds or more, pacing.host_recheck more than 0"
+            )
         if self.traps.max_links_per_page is not None and self.traps.max_links_per_page < 1:
             raise ConfigError("traps.max_links_per_page must be at least 1 (false: no limit)")
         if w.cache_memory < MIN_CACHE_MEMORY:
@@ -166,6 +172,10 @@ class Settings:
         return self.worker.concurrency
 
     @property
+    def max_idle_connections(self) -> int:
+        return self.worker.max_idle_connections
+
+    @property
     def lease_ttl(self) -> float:
         return self.worker.lease_ttl
 
@@ -210,3 +220,13 @@ class Settings:
     def robots_give_up(self) -> float:
         """Seconds a host's robots.txt may stay unreachable before its requests end dead."""
         return self.pacing.robots_give_up
+
+    @property
+    def host_recheck(self) -> float:
+        """Seconds between two tries of a host that cannot be connected to at all."""
+        return self.pacing.host_recheck
+
+    @property
+    def host_give_up(self) -> float:
+        """Seconds a host may stay unconnectable before its requests end dead."""
+        return self.pacing.host_give_up

@@ -39,6 +39,7 @@ the route is blamed, not the request; no message carries the proxy's password.
 from __future__ import annotations
 
 import errno
+import os
 import ssl
 import time
 from collections.abc import Mapping
@@ -58,13 +59,16 @@ from crawlfleet.errors import (
     DataLoss,
     FetchError,
     FetchTimeout,
+    HostUnreachable,
     InvalidURL,
+    LocalResourceError,
     ProxyError,
     TooLarge,
     TooManyRedirects,
 )
 from crawlfleet.fetch.base import HOP_BODY_MAX, Exchange, FetchRequest, FetchResult, HopCheck
 from crawlfleet.fetch.base import mask_url as _mask
+from crawlfleet.fetch.connector import BoundedConnector
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import GuardedResolver, host_may_be_private
 from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, as_given, checked_url, redirected
@@ -103,7 +107,10 @@ class FetchSettings:
     max_redirects: int = 20
     user_agent: str = DEFAULT_USER_AGENT
     concurrency: int = 64
-    """Connection pool size."""
+    """Connection pool size: most connections in use at once."""
+    max_idle_connections: int = 32
+    """Most idle keep-alive connections kept open, the most recently used (see
+    :mod:`crawlfleet.fetch.connector`): the pool's sockets are at most ``concurrency`` + this."""
     per_host_connections: int = 0
     """Connections per host (0: no cap here; politeness is enforced by the frontier)."""
     allow_private_addresses: bool = False
@@ -197,7 +204,11 @@ class HttpClient:
         s = self.settings
         self._resolver = GuardedResolver(s)
         self._ssl = ssl_context(s.ca_file, verify=s.tls_verify)
-        self._session = self._new_session(aiohttp.TCPConnector(**self._connector_args()))
+        self._session = self._new_session(self._connector())
+
+    def _connector(self) -> aiohttp.TCPConnector:
+        args = self._connector_args()
+        return BoundedConnector(max_idle=self.settings.max_idle_connections, **args)
 
     def _connector_args(self) -> dict[str, Any]:
         s = self.settings
@@ -323,7 +334,7 @@ class HttpClient:
                 proxy, rdns=True, **args
             )
         else:
-            connector = aiohttp.TCPConnector(**self._connector_args())
+            connector = self._connector()
         return self._new_session(connector)
 
     async def _check_target(self, url: URL) -> None:
@@ -516,7 +527,9 @@ def _translate_any(exc: Exception, proxy: str | None, timeout: float) -> FetchEr
     """Any exception of a fetch as a :class:`FetchError`, with no secret in its message."""
     error: FetchError | None = _proxy_error(exc) if proxy is not None else None
     if error is None:
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            error = HostUnreachable(f"no connection within the connect timeout: {exc}")
+        elif isinstance(exc, TimeoutError):
             error = FetchTimeout(f"no complete response within {timeout}s")
         elif isinstance(exc, aiohttp.ClientError | OSError | ValueError):
             error = _translate(exc)
@@ -558,6 +571,24 @@ def _refused(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__
     return False
+
+
+#: errors of the worker's own resources: the process's or the system's descriptors, buffers,
+#: memory, local ports; a site has no part in them
+_LOCAL_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRNOTAVAIL}
+)
+
+
+def _local_errno(exc: BaseException | None) -> int | None:
+    """The local-resource errno behind a connection error (or one of its causes), if any."""
+    while exc is not None:
+        os_error = getattr(exc, "os_error", exc)
+        for code in (getattr(os_error, "errno", None), getattr(exc, "errno", None)):
+            if code in _LOCAL_ERRNOS:
+                return int(code)
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _scrubbed(error: FetchError, proxy: str) -> FetchError:
@@ -621,4 +652,11 @@ def _translate(exc: BaseException) -> FetchError:
         return DataLoss("server closed the connection without a complete response")
     if isinstance(exc, aiohttp.InvalidURL | ValueError):
         return InvalidURL(f"invalid URL or request: {exc}")
+    local = _local_errno(exc)
+    if local is not None:
+        return LocalResourceError(f"this worker: {errno.errorcode[local]} ({os.strerror(local)})")
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return HostUnreachable(f"no such host (DNS): {exc.os_error}")
+    if _refused(exc):
+        return HostUnreachable(f"connection refused: {exc}")
     return ConnectError(f"{type(exc).__name__}: {exc}")

@@ -17,6 +17,14 @@ An origin whose robots.txt stays unreachable is not waited for forever: past the
 ``give_up`` seconds since its first failed fetch in a row (as this worker saw it), its requests
 end ``dead(robots_unavailable)``, replayable once the site is back.
 
+A host that cannot be connected to at all (connection refused, no DNS name, no connection
+within the connect timeout: :class:`~crawlfleet.errors.HostUnreachable`) is not a robots.txt
+that may come back in a while: it is tried again every ``down_recheck`` seconds, and its
+requests end ``dead(host_unreachable)`` after ``down_give_up`` seconds (seconds, not minutes).
+A fetch the worker itself could not make (out of file descriptors:
+:class:`~crawlfleet.errors.LocalResourceError`) says nothing of the host: nothing is cached,
+the request is tried again soon, and no clock of the host starts.
+
 Scrapy treats a download error as "allow all"; that lets a struggling server be crawled
 harder exactly when it is failing, so here it disallows. ``/robots.txt`` itself is always
 allowed. One fetch per origin at a time: concurrent callers wait for the same fetch.
@@ -36,6 +44,8 @@ from yarl import URL
 
 from crawlfleet.errors import (
     FetchError,
+    HostUnreachable,
+    LocalResourceError,
     RobotsDisallowed,
     RobotsUnavailable,
     RobotsUnreachable,
@@ -52,6 +62,8 @@ if TYPE_CHECKING:
 OK: Final = "ok"
 ALLOW_ALL: Final = "allow_all"
 UNREACHABLE: Final = "unreachable"
+#: the worker could not fetch it (out of descriptors): not the host's state, never cached
+LOCAL: Final = "local"
 
 DEFAULT_MAX_SIZE = 500 * 1024
 
@@ -62,6 +74,7 @@ class _Entry:
     rules: RobotsRules | None
     expires: float
     why: str = ""  # an unreachable one: what the fetch said
+    down: bool = False  # unreachable because the host cannot be connected to at all
 
 
 class RobotsCache:
@@ -81,6 +94,7 @@ class RobotsCache:
         user_agent: str,
         ttl: float = 86400.0,
         error_recheck: float = 60.0,
+        down_recheck: float = 5.0,
         max_size: int = DEFAULT_MAX_SIZE,
         clock: Callable[[], float] = time.monotonic,
         max_hosts: int = 10_000,
@@ -92,6 +106,7 @@ class RobotsCache:
         self._user_agent = user_agent
         self._ttl = ttl
         self._error_recheck = error_recheck
+        self._down_recheck = down_recheck
         self._max_size = max_size
         self._clock = clock
         self._max_hosts = max_hosts
@@ -158,6 +173,12 @@ class RobotsCache:
         entry = self._entries.get(_origin(URL(origin)))
         return entry.state if entry is not None else None
 
+    def host_down(self, url: str) -> bool:
+        """Whether ``url``'s robots.txt is unreachable because its host cannot be connected
+        to at all (refused, no DNS name, no connection in time), not because it answered 5xx."""
+        entry = self._entries.get(_origin(URL(url)))
+        return entry is not None and entry.state == UNREACHABLE and entry.down
+
     def why_unreachable(self, url: str) -> str:
         """Why the robots.txt of ``url``'s origin could not be read the last time
         (``HTTP 503``, ``address refused: ...``; ``""`` when it could)."""
@@ -195,6 +216,11 @@ class RobotsCache:
     async def _refresh(self, origin: str) -> _Entry:
         started = self._clock()
         entry = await self._load(origin)
+        if entry.state == LOCAL:
+            # the worker's own failure: nothing learnt of the host (its failing clock neither
+            # starts nor stops); kept only to say so, expired already
+            self._entries[origin] = entry
+            return entry
         if entry.state == UNREACHABLE:
             if len(self._failing_since) >= self._max_hosts:
                 self._failing_since.clear()
@@ -221,6 +247,12 @@ class RobotsCache:
         except TooManyRedirects:
             # RFC 9309 §2.3.1.2: past five redirects the file may be taken as unavailable.
             return self._expiring(ALLOW_ALL, None, self._ttl)
+        except LocalResourceError as exc:
+            return _Entry(LOCAL, None, expires=self._clock(), why=_why(exc))
+        except HostUnreachable as exc:
+            entry = self._expiring(UNREACHABLE, None, self._down_recheck)
+            entry.why, entry.down = _why(exc), True
+            return entry
         except FetchError as exc:
             entry = self._expiring(UNREACHABLE, None, self._error_recheck)
             entry.why = _why(exc)
@@ -279,6 +311,8 @@ class Gate(StrEnum):
     DISALLOW = "disallow"  # robots.txt disallows the URL: dead(robots)
     UNREACHABLE = "unreachable"  # robots.txt cannot be read now: the host waits, no attempt used
     UNAVAILABLE = "unavailable"  # unreadable for longer than the give-up: dead(robots_unavailable)
+    HOST_DOWN = "host_down"  # not connectable for longer than its give-up: dead(host_unreachable)
+    LOCAL = "local"  # the worker could not fetch robots.txt (out of descriptors): tried soon
     GIVE_BACK = "give_back"  # leased before the store knew the Crawl-delay: paced again
 
 
@@ -302,12 +336,16 @@ class RobotsGate:
         *,
         recheck: float,
         give_up: float | None = None,
+        down_recheck: float = 5.0,
+        down_give_up: float = 30.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
         self.pacing = pacing
         self.recheck = recheck
         self.give_up = give_up
+        self.down_recheck = down_recheck
+        self.down_give_up = down_give_up
         self._clock = clock
         #: per domain: when the store was told its robots.txt Crawl-delay, and the delay
         self._told: dict[str, asyncio.Future[tuple[float, float]]] = {}
@@ -316,8 +354,14 @@ class RobotsGate:
 
     async def check(self, lease: Lease) -> Gate:
         if not await self.cache.allowed(lease.url):
-            if self.cache.state(lease.url) != UNREACHABLE:
+            state = self.cache.state(lease.url)
+            if state == LOCAL:
+                return Gate.LOCAL
+            if state != UNREACHABLE:
                 return Gate.DISALLOW
+            if self.cache.host_down(lease.url):
+                down_for = self.cache.unreachable_for(lease.url)
+                return Gate.HOST_DOWN if down_for >= self.down_give_up else Gate.UNREACHABLE
             return Gate.UNAVAILABLE if self._given_up(lease.url) else Gate.UNREACHABLE
         told = self._told.get(lease.domain)
         if told is None:
@@ -341,6 +385,11 @@ class RobotsGate:
                 )
             raise RobotsUnreachable("robots.txt of the redirect's host cannot be read now")
         raise RobotsDisallowed("robots.txt disallows the redirect's target")
+
+    def recheck_for(self, url: str) -> float:
+        """Seconds a request of ``url``'s host waits before its robots.txt is tried again:
+        short for a host that cannot be connected to, ``recheck`` for one answering 5xx."""
+        return self.down_recheck if self.cache.host_down(url) else self.recheck
 
     def why(self, url: str) -> str:
         """Why ``url``'s robots.txt cannot be read now (``HTTP 503``, ``AddressRefused: ...``)."""

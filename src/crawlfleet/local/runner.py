@@ -9,6 +9,9 @@ Start-up is arranged for the time to the first request: the worker processes sta
 import while the coordinator loads the spider, checks it and opens the store; they are told to
 run the job once it is submitted (:mod:`crawlfleet.pool`). Everything that can refuse the spider
 runs before the job is written (:mod:`crawlfleet.intake`), so a refused spider leaves no job.
+Seeds are not checked for reachability first: they are requests like any other (a dead seed
+ends a dead letter with its reason while the others are crawled), and a crawl of which no page
+could be fetched at all fails at its end, saying why its requests were given up.
 
 Signals (the workers have sessions of their own, so the terminal's reach the coordinator only):
 the first Ctrl-C (or SIGTERM, SIGHUP) drains — SIGTERM to every worker: no new leases, in-flight
@@ -29,7 +32,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
-from urllib.parse import urlsplit
 
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.local.output import RecordTail, finish_output, open_tail
@@ -46,7 +48,6 @@ __all__ = [
     "CrawlPlan",
     "CrawlReport",
     "CrawlView",
-    "check_reachable",
     "crawl",
     "is_finished",
     "worker_pool",
@@ -141,29 +142,6 @@ def is_finished(stats: JobStats) -> bool:
     return stats.finished
 
 
-async def check_reachable(urls: Sequence[str], timeout: float = 5.0) -> None:
-    """Fail fast, with one line, if a start URL's host cannot be reached at all."""
-    seen: set[tuple[str, int]] = set()
-    for url in urls:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UsageError(f"bad start URL {url!r}: need http(s)://host/...")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        if (parts.hostname, port) in seen:
-            continue
-        seen.add((parts.hostname, port))
-        try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection(parts.hostname, port), timeout
-            )
-        except (OSError, TimeoutError) as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            raise UsageError(f"cannot reach start URL {url}: {reason}") from None
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-
-
 # -- the crawl ------------------------------------------------------------------------------------
 
 
@@ -202,7 +180,6 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         from crawlfleet.data.feeds import check_writable
 
         check_writable(plan.output.path)
-    await check_reachable([s.url for s in intake.seeds])
     await _check_raw_store(settings)
     store = open_frontier(
         settings.queue,
@@ -446,7 +423,12 @@ def _account(
                 f"{max_error_rate:g})"
             )
     if report.failure is None and report.fetched == 0 and report.dead > 0:
-        report.failure = f"no page was fetched: all {report.dead} requests were given up"
+        # the seeds were tried like any request (no check before the crawl): say why they died
+        given_up = sorted(((r, n) for r, n in added.items() if n > 0), key=lambda kv: -kv[1])
+        reasons = ", ".join(f"{r} {n}" for r, n in given_up)
+        report.failure = (
+            f"no page was fetched: all {report.dead} requests were given up ({reasons})"
+        )
 
 
 async def _quality(store: Frontier, settings: Settings, name: str) -> list[str]:

@@ -138,7 +138,11 @@ def decide(
         case Outcome.PERMANENT_ERROR:
             return _permanent(status, error_kind)
     if attempts >= max_attempts:
-        reason = DeadReason.BLOCKED if outcome is Outcome.BLOCKED else DeadReason.TOO_MANY_RETRIES
+        reason = DeadReason.TOO_MANY_RETRIES
+        if outcome is Outcome.BLOCKED:
+            reason = DeadReason.BLOCKED
+        elif error_kind == "host_unreachable":  # refused / no DNS name every time
+            reason = DeadReason.HOST_UNREACHABLE
         return RetryDecision(None, reason, f"gave up after {attempts} attempts: {what}")
     delay = max(base, backoff(attempts, base=base, cap=cap, rand=rand))
     if retry_after is not None:

@@ -195,10 +195,19 @@ class JobContexts:
             if spider.fetcher == "impersonate" and impersonator is not None:
                 first, climb = impersonator, []
             cache = RobotsCache(
-                first, user_agent=s.user_agent, error_recheck=s.robots_recheck, climb=climb
+                first,
+                user_agent=s.user_agent,
+                error_recheck=s.robots_recheck,
+                down_recheck=s.host_recheck,
+                climb=climb,
             )
             robots = RobotsGate(
-                cache, self.store, recheck=s.robots_recheck, give_up=s.robots_give_up
+                cache,
+                self.store,
+                recheck=s.robots_recheck,
+                give_up=s.robots_give_up,
+                down_recheck=s.host_recheck,
+                down_give_up=s.host_give_up,
             )
         warc = raw.writer(
             safe_name(f"{runtime.job.name}-{self.worker_id}"),
@@ -287,6 +296,7 @@ def fetch_settings_of(
         max_redirects=s.max_redirects,
         user_agent=s.user_agent,
         concurrency=concurrency,
+        max_idle_connections=s.max_idle_connections,
         allow_private_addresses=bool(spider is not None and spider.allow_private_addresses),
         private_ok_hosts=frozenset(h.lower() for h in hosts),
         ca_file=f.ca_file or None,

@@ -527,6 +527,11 @@ WHERE l.in_flight < l.concurrency AND d.in_flight < d.max_in_flight
                                   AND q.pool IS NOT NULL)))
   AND coalesce(r.open_until, 0) <= :now
   AND l.next_at <= :horizon AND d.next_at <= :horizon
+  -- only lanes of domains with a request ready now: on a broad crawl most domains are done or
+  -- wait for a retry, and each empty one took one of the :limit places, leaving a domain
+  -- with work out of the lease behind hundreds of empty ones
+  AND EXISTS (SELECT 1 FROM requests q INDEXED BY requests_ready
+              WHERE q.domain = l.domain AND q.state = 'queued' AND q.ready_at <= :now)
 ORDER BY l.last_lease_at
 LIMIT :limit;
 

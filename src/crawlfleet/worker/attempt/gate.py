@@ -9,7 +9,11 @@ from crawlfleet.model import DeadReason, Failure, Outcome
 from crawlfleet.worker.attempt.state import Attempt, GiveBack, Verdict
 from crawlfleet.worker.attempt.verdict import Verdicts
 
-__all__ = ["RobotsGate"]
+__all__ = ["LOCAL_RETRY", "RobotsGate"]
+
+#: seconds before a request whose robots.txt the worker could not fetch (its own fault) is
+#: tried again
+LOCAL_RETRY = 1.0
 
 
 class RobotsGate:
@@ -26,8 +30,26 @@ class RobotsGate:
                 return None
             case Gate.GIVE_BACK:
                 return GiveBack(a.lease.ref, "robots.txt Crawl-delay: paced again")
+            case Gate.LOCAL:
+                # the worker's fault (out of descriptors): no attempt used, nothing for the
+                # host's pacing to learn, tried again soon
+                return Failure(
+                    a.lease.ref,
+                    f"robots.txt not fetched ({gate.why(a.lease.url)}): retried",
+                    retry_at=self.clock() + LOCAL_RETRY,
+                    outcome=None,
+                    count_attempt=False,
+                )
+            case Gate.HOST_DOWN:
+                return self.verdicts.fail(
+                    a,
+                    Outcome.RETRYABLE_ERROR,
+                    f"host unreachable for over {gate.down_give_up:g}s "
+                    f"({gate.why(a.lease.url)}): given up",
+                    dead=DeadReason.HOST_UNREACHABLE,
+                )
             case Gate.UNREACHABLE:
-                recheck = gate.recheck
+                recheck = gate.recheck_for(a.lease.url)
                 a.outcome = Outcome.ROBOTS
                 # the store names the hosts whose requests wait so (progress line, status): a
                 # request never waits unseen, and the line says why

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from crawlfleet.data.warc import Capture
-from crawlfleet.errors import ProxyError
+from crawlfleet.errors import LocalResourceError, ProxyError
 from crawlfleet.events import AttemptEvent
 from crawlfleet.model import Completion, DeadReason, Failure, Outcome
 from crawlfleet.policy.retry import RetryDecision, decide
@@ -92,6 +92,19 @@ class Verdicts:
         the retry policy decides; a failure of the route uses no attempt of the request."""
         a.outcome = outcome
         status = a.result.status if a.result is not None else None
+        if isinstance(a.error, LocalResourceError):
+            # the worker ran out (file descriptors, ports): not the host's fault nor the
+            # request's; no attempt used, nothing for the lane's pacing or the route to learn
+            a.outcome = None
+            a.decision = RetryDecision(self.clock() + self.settings.retry_base, None, error)
+            return Failure(
+                a.lease.ref,
+                error[:1000],
+                retry_at=a.decision.retry_at,
+                outcome=None,
+                started_at=a.started_at,
+                count_attempt=False,
+            )
         if dead is not None:
             a.decision = RetryDecision(None, dead, error)
         else:
