@@ -90,3 +90,52 @@ async def test_sessions__a_named_session_is_read_afresh_for_a_later_lease_and_ou
         )
     finally:
         await other_store.close()
+
+
+async def test_sessions__a_followed_session_reaches_another_worker_outlives_its_uses_never_made(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    other_store = await _second_view(frontier, clock)
+    try:
+        two = Identities(other_store, user_agent="ua-2", routes=ROUTES, clock=clock)
+        own = await two.pick("j", None)  # the second worker has a session of its own already
+        two.after("j", None, own, url="http://a.test/", set_cookies=[], outcome="ok")
+        await two.flush()
+        one = Identities(frontier, user_agent="ua-1", routes=ROUTES, clock=clock)
+        gate = await one.pick("j", None, "age-gate")  # a session of its own, for the test
+        one.after("j", None, gate, url="http://a.test/gate", set_cookies=["age=18"], outcome="ok")
+        await one.flush()
+        clock.advance(1)  # within the reload interval: only the lease's time makes it read again
+        got = await two.pick("j", None, since=clock(), follow="age-gate")
+        assert got.id == "age-gate" and got.cookie_header("http://a.test/p", clock()) == "age=18"
+        for _ in range(60):  # past max_uses (50): followed, it is kept as a named one
+            got = two.after("j", None, got, url="http://a.test/x", set_cookies=[], outcome="ok")
+        await two.flush()
+        clock.advance(10)
+        assert (await one.pick("j", None, follow="age-gate", since=clock())).id == "age-gate"
+
+        made = await one.pick("j", None, follow="gone-elsewhere", since=clock())
+        assert made.id != "gone-elsewhere", "a followed session is never made: any other serves"
+        sticky = await one.pick("j", STICKY.routes[0], follow="age-gate", since=clock())
+        assert sticky.id != "age-gate" and sticky.route_id == "res/a", "another route's own"
+    finally:
+        await other_store.close()
+
+
+async def test_sessions__a_pool_that_sets_session_uses_rotates_a_followed_session(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    await job(frontier)
+    pool = Pool("dc", ROTATING.routes, session_uses=3)
+    routes = RoutesConfig((pool,))
+    route = pool.routes[0]
+    one = Identities(frontier, user_agent="ua-1", routes=routes, clock=clock)
+    gate = await one.pick("j", route)
+    gate = one.after("j", route, gate, url="http://a.test/", set_cookies=["c=1"], outcome="ok")
+    for _ in range(2):
+        assert (await one.pick("j", route, follow=gate.id)).id == gate.id
+        gate = one.after("j", route, gate, url="http://a.test/p", set_cookies=[], outcome="ok")
+    assert not gate.named
+    rotated = await one.pick("j", route, follow=gate.id)
+    assert rotated.id != gate.id and rotated.cookies == (), "session_uses = 3 asked for it"

@@ -300,6 +300,16 @@ async def test_the_fetcher_port_with_a_route_a_session_and_hop_checks(
     with pytest.raises(RobotsDisallowed):
         await browser.fetch(FetchRequest(hostile.url("/redirect/2"), check_hop=check_hop))
     assert seen == [hostile.url("/redirect/1"), hostile.url("/redirect/0")]
+    # the hops are kept for the WARC, each with its status and Location (no body: a browser
+    # keeps none of a redirect's)
+    done = await browser.fetch(FetchRequest(hostile.url("/redirect/2")))
+    assert [(h.url, h.status) for h in done.hops] == [
+        (hostile.url("/redirect/2"), 302),
+        (hostile.url("/redirect/1"), 302),
+    ]
+    locations = [dict((k.lower(), v) for k, v in h.headers)["location"] for h in done.hops]
+    assert locations == ["/redirect/1", "/redirect/0"]
+    assert done.url == hostile.url("/redirect/0") and done.status == 200
 
     # A BrowserRequest carries the wait (and actions) through the port.
     sku = products_to_check()[0]

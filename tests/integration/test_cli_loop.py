@@ -346,6 +346,51 @@ def test_ctrl_c__once_drains_twice_kills__the_next_crawl_waits_and_the_output_is
     )
 
 
+def test_sigterm_to_every_group_twice_at_once__the_stop_stays_graceful_and_resumes_whole(
+    tmp_path: Path,
+) -> None:
+    """A supervisor that signals the process and its group (systemd's control-group, GNU
+    ``timeout``) sends each process a SIGTERM beside the one ``crawl`` forwards: here twice
+    to every group within milliseconds. It drains, as one SIGTERM does."""
+    catalog = Catalog(150)
+    (tmp_path / "crawlfleet.toml").write_text("[worker]\nlease_ttl = 30\nfetch_timeout = 3\n")
+    db_path = tmp_path / ".crawlfleet" / "queue.db"
+    out = tmp_path / "slow.jsonl"
+    with demo_shop("--products", "150", "--slow", "1.0", "--slow-delay", "0.2") as base:
+        (tmp_path / "slow.py").write_text(SHOP.format(start=base + "/").replace("shop", "slow"))
+        proc = subprocess.Popen(
+            [*CRAWLFLEET, "crawl", "slow.py", "-w", "2", "-o", out.name],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: _lines(out) >= 10, 60, "records streaming to the output")
+            groups = [proc.pid, *workers_in(tmp_path)]  # each worker leads a group of its own
+            assert len(groups) == 3, groups
+            for _ in range(2):
+                for group in groups:
+                    os.killpg(group, signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+            assert workers_in(tmp_path) == [], "a worker outlived the stopped crawl"
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        assert proc.returncode == 130, err[-3000:]
+        assert "stopping: 2 workers finish the requests in flight" in err
+        assert "exiting now" not in err and "second stop signal" not in err, err[-3000:]
+        assert _leased(db_path) == 0, "no lease left held: the drain gave back what it did not end"
+        assert _lines(out) == _records_in(db_path, "slow"), "the output has what was stored"
+
+        resumed = run(["crawl", "slow.py", "-w", "2", "-o", out.name], tmp_path, timeout=180)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert "waiting for" not in resumed.stderr, "no lease of the stopped crawl to wait for"
+    skus = [r["sku"] for r in read_jsonl(out)]
+    assert sorted(skus) == sorted(r["sku"] for r in catalog.expected_records()), (
+        "two runs appended to one file: every record exactly once"
+    )
+
+
 @pytest.fixture
 def pg_queue() -> Iterator[str]:
     schema = f"loop_{secrets.token_hex(4)}"

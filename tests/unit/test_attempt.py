@@ -6,6 +6,7 @@ goes to a temporary directory, events are collected in a list.
 
 from __future__ import annotations
 
+import gzip
 import logging
 import random
 from collections.abc import Iterator
@@ -70,6 +71,10 @@ def handler(request: FetchRequest) -> FetchResult:
     if path == "/forbidden":
         said = b"403 Forbidden: CSRF token missing or wrong\nmore detail"
         return page(request.url, 403, said, [("Content-Type", "text/plain; charset=utf-8")])
+    if "/coded/" in path:  # the product page, gzip-coded as the site sent it
+        coded = page(request.url, 200, PRODUCT, [("Content-Encoding", "gzip")])
+        coded.raw_body = gzip.compress(PRODUCT, mtime=int(path.rsplit("/", 1)[1]))
+        return coded
     return page(request.url, 200, PRODUCT)
 
 
@@ -236,6 +241,20 @@ async def test_same_bytes_under_another_url__parsed_and_marked_duplicate(h: Harn
     assert [r.data for r in second.records] == [{"sku": "S-1"}]
     assert second.records[0].warc_refers_to == first.records[0].warc_record_id
     assert [e.duplicate for e in h.attempts] == [False, True]
+
+
+async def test_same_page_coded_otherwise__a_full_record_the_same_coded_bytes_a_revisit(
+    h: Harness,
+) -> None:
+    plain, coded, again, other = [
+        await h.run(p) for p in ("/p/1", "/coded/1", "/mirror/coded/1", "/coded/2")
+    ]
+    assert all(isinstance(v, Completion) for v in (plain, coded, again, other))
+    # one content hash for all four (the page hash a recrawl compares), but a revisit only
+    # where the payload archived is the same bytes: the WARC's payload digests say so
+    assert {v.content_hash for v in (plain, coded, again, other)} == {plain.content_hash}
+    refers = [v.records[0].warc_refers_to for v in (plain, coded, again, other)]
+    assert refers == [None, None, coded.records[0].warc_record_id, None]
 
 
 async def test_robots_gate__disallowed_dead_robots_allowed_fetched(

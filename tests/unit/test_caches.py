@@ -104,6 +104,21 @@ def test_captures__parsed_only_once_the_store_confirmed_it() -> None:
     assert captures.parsed(b"h")
 
 
+def test_captures__by_the_bytes_archived_parsed_by_the_page_s_content() -> None:
+    captures = Captures(max_size=2)
+    gz, br = (Capture(None, f"<urn:uuid:{n}>", "http://a/", "d") for n in "12")
+    captures.remember(b"gzip-bytes", gz, b"page")  # one page, archived coded two ways
+    captures.remember(b"br-bytes", br, b"page")
+    assert captures.get(b"gzip-bytes") == gz and captures.get(b"br-bytes") == br
+    assert captures.get(b"page") is None  # a revisit stands for the same bytes only
+    captures.confirm(b"page")
+    assert captures.parsed(b"page")
+    captures.remember(b"other", gz)  # the gzip copy goes: the page is still remembered
+    assert captures.parsed(b"page")
+    captures.remember(b"another", gz)  # and the br one: forgotten
+    assert not captures.parsed(b"page") and len(captures) == 2
+
+
 HREFS = ["/x", "http://a.example/y", "https://b.example/", "rel/z", "//c.example/p", "/\tx", "?q=1"]
 BASES = ["http://a.example/p/", "http://a.example:8080/p", "https://u:pw@a.example/"]
 

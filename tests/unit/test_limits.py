@@ -102,3 +102,34 @@ def test_gzip_members_after_a_small_one_are_decoded() -> None:
     first, second = page_bytes(100), b"x" * 200_000
     wire = encode(first, "gzip") + encode(second, "gzip")
     assert decode(wire, "gzip", cap=200_100, piece=len(wire)) == first + second
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_the_body_as_received_is_kept_beside_the_decoded_one(encoding: str) -> None:
+    body = page_bytes(20_000)
+    wire = encode(body, encoding)
+    decoder = BodyDecoder(header(encoding), cap=50_000)
+    for start in range(0, len(wire), 700):
+        decoder.feed(wire[start : start + 700])
+    assert decoder.finish() == body
+    assert decoder.received == wire  # what the WARC archives, byte for byte
+
+
+@pytest.mark.parametrize("encoding", ["identity", None])
+def test_no_coding__no_second_copy(encoding: str | None) -> None:
+    decoder = BodyDecoder(encoding, cap=100)
+    decoder.feed(b"plain")
+    assert decoder.finish() == b"plain" and decoder.received is None
+
+
+def test_empty_gzip_members__the_bytes_received_are_capped_too() -> None:
+    import gzip
+
+    empty = gzip.compress(b"", mtime=0)  # 20 bytes that decode to nothing, again and again
+    with pytest.raises(BodyTooLarge) as info:
+        decode(empty * 100, "gzip", cap=1000, piece=len(empty))
+    assert info.value.limit == 1000
+    cut = BodyDecoder("gzip", 1000, truncate=True)
+    while cut.feed(empty):
+        pass
+    assert cut.truncated and cut.received is not None and len(cut.received) == 1000

@@ -481,3 +481,14 @@ def test_a_postponed_host_is_held_for_its_retry_after() -> None:
     state, now = run([Event(Outcome.ROBOTS, None, None, retry_after=60.0)], start)
     assert state.blocked_until == pytest.approx(now + 60.0)
     assert (state.delay, state.concurrency) == (start.delay, start.concurrency)
+
+
+def test_slowdowns__counted_per_decision_kept_through_answers_noise_counts_none() -> None:
+    noisy, _ = run(([OK] * 19 + [E503]) * 20)  # 5% push-back: noise
+    assert noisy.slowdowns == 0
+    limited, now = run([OK] * 50 + [E429])
+    assert limited.slowdowns == 1
+    later, now = run([OK] * 200, limited, now=now + 5)  # healthy answers keep the count
+    assert later.slowdowns == 1
+    pushed, _ = run([OK, E503] * 20, later, now=now)  # push-back become the rule
+    assert pushed.slowdowns >= 2

@@ -368,6 +368,40 @@ def test_payload_digest_given_by_the_caller_is_the_one_written(tmp_path: Path) -
     assert response["body"] == body
 
 
+def test_a_body_as_received__stored_coded_with_its_headers_and_digest(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    page = b"<html>" + b"as received " * 100 + b"</html>"
+    coded = gzip.compress(page, mtime=0)
+    headers = [
+        ("Content-Type", "text/html"),
+        ("Content-Encoding", "gzip"),
+        ("Transfer-Encoding", "chunked"),
+    ]
+    with WarcWriter(tmp_path, prefix="w1") as writer:
+        args = exchange(1, body=page, response_headers=headers)
+        writer.write(**args, as_received=coded)
+    (response,) = (r for r in all_records(tmp_path) if r["type"] == "response")
+    assert response["digests_ok"] is not False
+    http = response["http"]
+    assert http.get_header("Content-Encoding") == "gzip"  # as sent: the body is still gzip
+    assert http.get_header("Content-Length") == str(len(coded))
+    assert http.get_header("Transfer-Encoding") is None  # stored de-chunked
+    assert http.get_header("X-Crawlfleet-Original-Transfer-Encoding") == "chunked"
+    sha1 = base64.b32encode(hashlib.sha1(coded).digest()).decode()
+    assert response["headers"]["WARC-Payload-Digest"] == f"sha1:{sha1}"
+    assert response["body"] == page  # warcio decodes on read
+
+
+def test_a_truncated_body_says_so(tmp_path: Path) -> None:
+    with WarcWriter(tmp_path, prefix="w1") as writer:
+        writer.write(**exchange(1, body=b"cut her"), truncated=True)
+    request, response = (r for r in all_records(tmp_path) if r["type"] != "warcinfo")
+    assert response["headers"]["WARC-Truncated"] == "length"
+    assert "WARC-Truncated" not in request["headers"]
+
+
 FORM = [("Content-Type", "application/x-www-form-urlencoded")]
 
 

@@ -148,6 +148,7 @@ async def _worker(
 ) -> None:
     import logging
 
+    from crawlfleet.errors import WorkerStopped
     from crawlfleet.worker.loops import Worker
 
     log = logging.getLogger("crawlfleet.worker")
@@ -181,6 +182,9 @@ async def _worker(
             if exporter is not None:
                 await exporter.cleanup()
         log.info("worker %s stops", w.worker_id)
+        unfit = [f"{name}: {why}" for name, why in w.contexts.unloadable.items()]
+        if coordinated and unfit:  # crawl's own worker: the crawl cannot finish without it
+            raise WorkerStopped(f"this worker cannot run job {'; '.join(unfit)}")
 
 
 def _on_eof(fd: int, then: Any) -> None:

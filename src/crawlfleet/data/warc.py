@@ -68,9 +68,12 @@ MASK: Final = "[secure]"
 #: holding one of these (lower-case)
 SECRET_FIELDS: Final = ("password", "passwd", "pwd", "passphrase", "secret")
 
-# Framing headers that describe the wire encoding, not the identity body we store: dropped from
-# the stored block (kept under this prefix) so readers do not try to un-gzip or de-chunk it.
-_ENCODING_HEADERS: Final = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+# Framing headers that describe how the body travelled, not the body we store (de-chunked:
+# WARC 1.1 §6.3.2's payload is the entity with any transfer-encoding removed): kept under this
+# prefix so readers do not try to de-chunk it, and a Content-Length of the stored body set.
+# Content-Encoding is one of them only when the body stored is the decoded one (a browser's).
+_FRAMING_HEADERS: Final = frozenset({"transfer-encoding", "content-length"})
+_ENCODING_HEADERS: Final = _FRAMING_HEADERS | {"content-encoding"}
 _ORIGINAL_PREFIX: Final = "X-Crawlfleet-Original-"
 _CRLF: Final = "\r\n"
 _FILE_BUFFER: Final = 1 << 20
@@ -180,19 +183,26 @@ def _encode(text: str) -> bytes:
 
 
 def _http_block_head(
-    start_line: str, headers: Sequence[tuple[str, str]], body_len: int, *, framed: bool
+    start_line: str,
+    headers: Sequence[tuple[str, str]],
+    body_len: int,
+    *,
+    framed: bool,
+    decoded: bool = False,
 ) -> bytes:
-    """The HTTP header block as stored: secrets masked, framing rewritten for the identity body.
+    """The HTTP header block as stored: secrets masked, framing rewritten for the stored body.
 
-    ``Content-Encoding`` and ``Transfer-Encoding`` are kept as ``X-Crawlfleet-Original-*`` and a
-    ``Content-Length`` matching the stored body is set (always if ``framed``; otherwise when the
-    message had framing headers or a body: a bodiless GET gets none).
+    ``Transfer-Encoding`` (and ``Content-Encoding`` when the body stored is ``decoded``) is kept
+    as ``X-Crawlfleet-Original-*`` and a ``Content-Length`` matching the stored body is set
+    (always if ``framed``; otherwise when the message had framing headers or a body: a bodiless
+    GET gets none).
     """
     lines = [start_line]
     framed = framed or body_len > 0
+    rewritten = _ENCODING_HEADERS if decoded else _FRAMING_HEADERS
     for name, value in headers:
         lower = name.lower()
-        if lower in _ENCODING_HEADERS:
+        if lower in rewritten:
             framed = True
             if lower != "content-length" or value.strip() != str(body_len):
                 lines.append(f"{_ORIGINAL_PREFIX}{name}: {_clean(value)}")
@@ -445,14 +455,21 @@ class WarcWriter:
         revisit_of: Capture | None = None,
         payload_sha1: bytes | None = None,
         not_modified: bool = False,
+        as_received: bytes | None = None,
+        truncated: bool = False,
     ) -> WarcRef:
         """Archive one exchange as a ``request`` and a ``response`` record; returns the response's.
 
-        ``body`` is the decoded (identity) body; credentials in headers and URL are masked. With
+        ``body`` is the body as received, or, with ``as_received``, the decoded one: the record
+        then holds ``as_received`` (content-coded, its ``Content-Encoding`` as sent) and its
+        payload digest is over those bytes, as WARC 1.1 and other crawlers' indexes have it.
+        A decoded ``body`` alone (a browser's) is stored with ``Content-Encoding`` renamed
+        ``X-Crawlfleet-Original-Content-Encoding``. ``truncated``: the body is cut short
+        (``WARC-Truncated: length``). Credentials in headers and URL are masked. With
         ``revisit_of`` (an earlier capture of the same payload) the response is a ``revisit``
         record instead: its headers, the payload's digest, and a reference to ``revisit_of``;
-        the payload itself is not stored again. ``payload_sha1`` is the body's SHA-1 if the
-        caller has computed it already (it is then not computed again). ``not_modified``: the
+        the payload itself is not stored again. ``payload_sha1`` is the stored payload's SHA-1
+        if the caller has computed it already (it is then not computed again). ``not_modified``: the
         server answered a conditional request with 304; the response is a ``revisit`` record of
         the server-not-modified profile, referring to ``revisit_of`` (the page's last full
         capture) when given.
@@ -476,6 +493,8 @@ class WarcWriter:
             request_body=request_body or b"",
             revisit_of=revisit_of,
             not_modified=not_modified,
+            as_received=as_received,
+            truncated=truncated,
         )
         response.payload_sha1 = payload_sha1
         ref = WarcRef(
@@ -654,6 +673,8 @@ class WarcWriter:
         request_body: bytes,
         revisit_of: Capture | None = None,
         not_modified: bool = False,
+        as_received: bytes | None = None,
+        truncated: bool = False,
     ) -> tuple[_Record, _Record, str]:
         """The request and response records (digests to come), and the response's record id."""
         version = (
@@ -677,7 +698,14 @@ class WarcWriter:
             request_body,
         )
         status_line = f"{version} {status} {_clean(reason)}".rstrip()
-        block_head = _http_block_head(status_line, response_headers, len(body), framed=True)
+        decoded = as_received is None
+        if as_received is not None:
+            body = as_received
+        block_head = _http_block_head(
+            status_line, response_headers, len(body), framed=True, decoded=decoded
+        )
+        if truncated:
+            common = [*common, ("WARC-Truncated", "length")]
         if not_modified:
             response = _not_modified_record(response_id, request_id, common, block_head, revisit_of)
         elif revisit_of is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
@@ -31,7 +31,16 @@ if TYPE_CHECKING:
     from crawlfleet.routes.pools import Route
     from crawlfleet.routes.sessions import Session
 
-__all__ = ["KINDS", "FetchRequest", "Fetcher", "FetcherPool", "HopCheck", "kind_of"]
+__all__ = [
+    "HOP_BODY_MAX",
+    "KINDS",
+    "Exchange",
+    "FetchRequest",
+    "Fetcher",
+    "FetcherPool",
+    "HopCheck",
+    "kind_of",
+]
 
 #: called with every redirect target before it is fetched; raises a FetchError to refuse it
 HopCheck = Callable[[str], Awaitable[None]]
@@ -51,9 +60,33 @@ class FetchRequest:
     check_hop: HopCheck | None = field(default=None, repr=False, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request and the redirect that answered it, as archived: the response's headers and
+    body as received (``body`` may be cut at :data:`HOP_BODY_MAX`: ``truncated``)."""
+
+    url: str
+    method: str
+    request_headers: list[tuple[str, str]] = field(repr=False)
+    request_body: bytes | None = field(repr=False)
+    status: int
+    reason: str
+    http_version: str
+    headers: list[tuple[str, str]] = field(repr=False)
+    body: bytes = field(repr=False)
+    remote_ip: str | None
+    truncated: bool = False
+
+
+#: most bytes of a redirect's body read and archived (the rest is not read: a redirect's body
+#: is a line of text for people whose client does not follow it)
+HOP_BODY_MAX: Final = 64 * 1024
+
+
 @dataclass(slots=True)
 class FetchResult:
-    """One response, after redirects and content decoding."""
+    """One response, after redirects (kept in ``hops``) and content decoding (the body as
+    received kept in ``raw_body``)."""
 
     url: str
     """The final URL (after redirects)."""
@@ -63,7 +96,7 @@ class FetchResult:
     headers: list[tuple[str, str]]
     """Response header pairs as received (order and duplicates kept)."""
     body: bytes
-    """Decoded body (``Content-Encoding`` undone)."""
+    """Decoded body (``Content-Encoding`` undone): what is parsed and hashed."""
     elapsed: float
     remote_ip: str | None
     request_headers: list[tuple[str, str]] = field(repr=False)
@@ -77,6 +110,14 @@ class FetchResult:
     hop_cookies: list[tuple[str, str]] = field(default_factory=list, repr=False)
     """``(url, Set-Cookie value)`` of the redirect hops before ``url`` (a login's answer is
     often a redirect that sets the cookie): the session learns them with the final ones."""
+    raw_body: bytes | None = field(default=None, repr=False)
+    """The body as received (``Content-Encoding`` not undone), archived as it came; None when
+    ``body`` is that already (no content-coding), or the fetcher only has the decoded body (a
+    browser)."""
+    hops: list[Exchange] = field(default_factory=list, repr=False)
+    """The redirect exchanges before this response, in order (archived each as its own)."""
+    method: str = ""
+    """The method of the final request ("": the one asked for; a 303 makes it a GET)."""
     _header_map: CIMultiDictProxy[str] | None = field(default=None, repr=False, compare=False)
 
     @property

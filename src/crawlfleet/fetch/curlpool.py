@@ -46,6 +46,8 @@ class Transfer:
     http_version: str = "HTTP/1.1"
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
+    received: bytes | None = None
+    """The body as received when it had a content-coding (``body`` is it decoded)."""
     wire_bytes: int = 0
     truncated: bool = False
     remote_ip: str | None = None
@@ -211,6 +213,7 @@ class CurlPool:
             check_head(reading.lines)
             decoder = BodyDecoder(None, cap, truncate=truncate)
         out.body = decoder.finish()
+        out.received = decoder.received
         out.wire_bytes, out.truncated = decoder.wire_bytes, decoder.truncated
         return out
 

@@ -13,7 +13,10 @@ What it does itself rather than leaving to aiohttp, and why:
   ``check_hop``: robots.txt and scope), loops are caught, and ``Authorization``/``Cookie`` are
   dropped when a hop leaves the origin;
 * **content decoding** (:mod:`crawlfleet.fetch.limits`): the size cap applies to decoded bytes
-  while decoding, which stops decompression bombs;
+  while decoding, which stops decompression bombs; the body as received is kept beside the
+  decoded one (``raw_body``: what the WARC archives);
+* **the redirects' exchanges** are kept (``hops``: each 3xx with its headers and body, for the
+  WARC);
 * **the URL as given**: the request target is the URL's WHATWG serialisation, sent as it is
   (aiohttp's own URL handling would decode ``%2F``, ``%7E`` or ``%27`` and re-escape others);
   a redirect's ``Location`` is joined the way a browser joins it, and sent as it comes out;
@@ -60,7 +63,7 @@ from crawlfleet.errors import (
     TooLarge,
     TooManyRedirects,
 )
-from crawlfleet.fetch.base import FetchRequest, FetchResult, HopCheck
+from crawlfleet.fetch.base import HOP_BODY_MAX, Exchange, FetchRequest, FetchResult, HopCheck
 from crawlfleet.fetch.base import mask_url as _mask
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import GuardedResolver, host_may_be_private
@@ -94,7 +97,8 @@ class FetchSettings:
     """Total deadline of one fetch: every redirect hop and the whole body."""
     connect_timeout: float = 10.0
     max_body: int = 16 * MiB
-    """Most decoded body bytes; more raises ``TooLarge`` (exactly ``max_body`` passes)."""
+    """Most body bytes, as received and decoded alike; more raises ``TooLarge`` (exactly
+    ``max_body`` passes)."""
     max_header_bytes: int = 64 * KiB
     max_redirects: int = 20
     user_agent: str = DEFAULT_USER_AGENT
@@ -353,6 +357,7 @@ class HttpClient:
         jar: Session | None = None,
     ) -> FetchResult:
         redirects: list[str] = []
+        hops: list[Exchange] = []
         hop_cookies: list[tuple[str, str]] = []
         seen = {request.url}
         while True:
@@ -372,10 +377,13 @@ class HttpClient:
                 if location is None:
                     result = await _read(resp, request, self.settings, cap, truncate, redirects)
                     result.hop_cookies = hop_cookies
+                    result.hops = hops
+                    result.method = request.method
                     return result
                 set_cookies = resp.headers.getall("Set-Cookie", [])
-            if len(redirects) >= self.settings.max_redirects:
-                raise TooManyRedirects(f"more than {self.settings.max_redirects} redirects")
+                if len(redirects) >= self.settings.max_redirects:
+                    raise TooManyRedirects(f"more than {self.settings.max_redirects} redirects")
+                hops.append(await _hop(resp, request))
             redirects.append(str(request.url))
             hop_cookies.extend((str(request.url), c) for c in set_cookies)
             if jar is not None and set_cookies:
@@ -404,35 +412,69 @@ async def _read(
     if length is not None and length > cap and not truncate:
         raise BodyTooLarge(f"Content-Length {length} exceeds {cap} bytes", limit=cap, seen=0)
     remote_ip = _remote_ip(resp)
-    body, nbytes_wire, truncated = await _read_body(resp, cap, truncate)
-    version = resp.version
+    body, received, nbytes_wire, truncated = await _read_body(resp, cap, truncate)
     return FetchResult(
         url=str(request.url),
         status=resp.status,
         reason=resp.reason or "",
-        http_version=f"HTTP/{version.major}.{version.minor}" if version else "HTTP/1.1",
-        headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw],
+        http_version=_version(resp),
+        headers=_headers(resp),
         body=body,
         elapsed=0.0,
         remote_ip=remote_ip,
-        # aiohttp puts Proxy-Authorization among a plain-HTTP proxied request's headers: it was
-        # for the proxy, and the record of what the origin was sent must not hold it.
-        request_headers=[
-            (k, v)
-            for k, v in resp.request_info.headers.items()
-            if k.lower() != "proxy-authorization"
-        ],
+        request_headers=_sent(resp),
         redirects=redirects,
         nbytes_wire=nbytes_wire,
         truncated=truncated,
+        raw_body=received,
         _header_map=resp.headers,
     )
 
 
+async def _hop(resp: aiohttp.ClientResponse, request: Hop) -> Exchange:
+    """A redirect's exchange as archived: its body as received, up to ``HOP_BODY_MAX``."""
+    try:
+        body = await resp.content.read(HOP_BODY_MAX + 1)
+    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+        body = b""  # the redirect said where to go: its body is not worth the page
+    return Exchange(
+        url=str(request.url),
+        method=request.method,
+        request_headers=_sent(resp),
+        request_body=request.body,
+        status=resp.status,
+        reason=resp.reason or "",
+        http_version=_version(resp),
+        headers=_headers(resp),
+        body=body[:HOP_BODY_MAX],
+        remote_ip=_remote_ip(resp),
+        truncated=len(body) > HOP_BODY_MAX,
+    )
+
+
+def _version(resp: aiohttp.ClientResponse) -> str:
+    version = resp.version
+    return f"HTTP/{version.major}.{version.minor}" if version else "HTTP/1.1"
+
+
+def _headers(resp: aiohttp.ClientResponse) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+
+
+def _sent(resp: aiohttp.ClientResponse) -> list[tuple[str, str]]:
+    """The headers the request was sent with. aiohttp puts Proxy-Authorization among a
+    plain-HTTP proxied request's headers: it was for the proxy, and the record of what the
+    origin was sent must not hold it."""
+    return [
+        (k, v) for k, v in resp.request_info.headers.items() if k.lower() != "proxy-authorization"
+    ]
+
+
 async def _read_body(
     resp: aiohttp.ClientResponse, cap: int, truncate: bool
-) -> tuple[bytes, int, bool]:
-    """``(decoded body, bytes on the wire, truncated)``; the cap is enforced while reading."""
+) -> tuple[bytes, bytes | None, int, bool]:
+    """``(decoded body, body as received if content-coded, bytes on the wire, truncated)``;
+    the cap is enforced while reading, on the bytes received and on the decoded ones."""
     encoding = resp.headers.get("Content-Encoding")
     length = resp.content_length
     try:
@@ -440,12 +482,13 @@ async def _read_body(
             # The common case, kept lean: an identity body whose declared size is within the
             # cap. aiohttp stops at Content-Length, so reading to EOF cannot pass the cap.
             body = await resp.content.read()
-            return body, len(body), False
+            return body, None, len(body), False
         decoder = BodyDecoder(encoding, cap, truncate=truncate)
         async for chunk in resp.content.iter_chunked(READ_CHUNK):
             if not decoder.feed(chunk):
                 break
-        return decoder.finish(), decoder.wire_bytes, decoder.truncated
+        body = decoder.finish()
+        return body, decoder.received, decoder.wire_bytes, decoder.truncated
     except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
         raise DataLoss(f"response body cut short: {exc}") from exc
 

@@ -50,7 +50,14 @@ from crawlfleet.errors import (
     TooLarge,
     TooManyRedirects,
 )
-from crawlfleet.fetch.base import FetchRequest, FetchResult, HopCheck, mask_url
+from crawlfleet.fetch.base import (
+    HOP_BODY_MAX,
+    Exchange,
+    FetchRequest,
+    FetchResult,
+    HopCheck,
+    mask_url,
+)
 from crawlfleet.fetch.curlpool import CurlPool
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import check_host, host_may_be_private, parse_ip
@@ -212,6 +219,7 @@ class ImpersonateClient:
         jar: Session | None,
     ) -> FetchResult:
         redirects: list[str] = []
+        hops: list[Exchange] = []
         hop_cookies: list[tuple[str, str]] = []
         seen = {request.url}
         while True:
@@ -220,10 +228,13 @@ class ImpersonateClient:
             if location is None:
                 result.redirects = redirects
                 result.hop_cookies = hop_cookies
+                result.hops = hops
+                result.method = request.method
                 return result
             set_cookies = list(result.header_map.getall("set-cookie", []))
             if len(redirects) >= self.settings.max_redirects:
                 raise TooManyRedirects(f"more than {self.settings.max_redirects} redirects")
+            hops.append(_exchange(request, result))
             redirects.append(str(request.url))
             hop_cookies.extend((str(request.url), c) for c in set_cookies)
             if jar is not None and set_cookies:
@@ -280,6 +291,7 @@ class ImpersonateClient:
             request_headers=_compose(request.url, self._defaults[profile], headers),
             nbytes_wire=t.wire_bytes,
             truncated=t.truncated,
+            raw_body=t.received,
             _header_map=header_map,
         )
 
@@ -339,6 +351,24 @@ class ImpersonateClient:
         except ConnectError:
             return
         check_host(host, addresses, self.settings)
+
+
+def _exchange(request: Hop, result: FetchResult) -> Exchange:
+    """A redirect's exchange as archived: its body as received, up to ``HOP_BODY_MAX``."""
+    body = result.body if result.raw_body is None else result.raw_body
+    return Exchange(
+        url=str(request.url),
+        method=request.method,
+        request_headers=result.request_headers,
+        request_body=request.body,
+        status=result.status,
+        reason=result.reason,
+        http_version=result.http_version,
+        headers=result.headers,
+        body=body[:HOP_BODY_MAX],
+        remote_ip=result.remote_ip,
+        truncated=len(body) > HOP_BODY_MAX or result.truncated,
+    )
 
 
 def _int(value: bytes) -> int | None:

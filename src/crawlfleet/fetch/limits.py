@@ -226,10 +226,21 @@ class BodyDecoder:
     """Decodes a body with ``Content-Encoding`` (possibly stacked, e.g. ``gzip, br``) under
     ``cap`` decoded bytes. Feed wire chunks, then call :meth:`finish` for the body.
 
+    The bytes as received are kept too (:attr:`received`: what the WARC archives), under the
+    same cap: a stream of empty gzip members decodes to nothing but is no page either.
     ``truncate=True`` keeps the first ``cap`` bytes instead of raising (``truncated`` tells).
     """
 
-    __slots__ = ("_chunks", "_size", "_stages", "cap", "truncate", "truncated", "wire_bytes")
+    __slots__ = (
+        "_chunks",
+        "_size",
+        "_stages",
+        "_wire",
+        "cap",
+        "truncate",
+        "truncated",
+        "wire_bytes",
+    )
 
     def __init__(self, content_encoding: str | None, cap: int, *, truncate: bool = False) -> None:
         self.cap = cap
@@ -238,6 +249,7 @@ class BodyDecoder:
         self.wire_bytes = 0
         self._size = 0
         self._chunks: list[bytes] = []
+        self._wire: list[bytes] = []
         self._stages: list[StageDecoder] = []
         if content_encoding:
             codings = [c.strip().lower() for c in content_encoding.split(",")]
@@ -250,9 +262,23 @@ class BodyDecoder:
         """Decoded bytes produced so far by the last stage (kept or not)."""
         return self._stages[-1].produced if self._stages else self._size
 
+    @property
+    def received(self) -> bytes | None:
+        """The body as received, content-coding and all; None when there is no coding (the
+        decoded body is the body as received)."""
+        if not self._stages:
+            return None
+        return self._wire[0] if len(self._wire) == 1 else b"".join(self._wire)
+
     def feed(self, chunk: bytes) -> bool:
         """Decode one wire chunk. Returns False when truncation reached the cap (stop reading)."""
         self.wire_bytes += len(chunk)
+        over = bool(self._stages) and self.wire_bytes > self.cap
+        if over and self.truncate:
+            chunk = chunk[: len(chunk) - (self.wire_bytes - self.cap)]
+            self.wire_bytes = self.cap
+        if self._stages:
+            self._wire.append(chunk)
         for stage in self._stages:
             try:
                 chunk = stage.feed(chunk)
@@ -261,6 +287,13 @@ class BodyDecoder:
                     raise
                 chunk = stage.take()  # what it decoded up to the cap; _keep cuts it there
                 self.truncated = True
+        if over:  # decoded first: a bomb is named by what it decodes to
+            if not self.truncate:
+                seen = self.wire_bytes
+                raise BodyTooLarge(
+                    f"encoded body exceeds {self.cap} bytes", limit=self.cap, seen=seen
+                )
+            self.truncated = True
         return self._keep(chunk)
 
     def _keep(self, data: bytes) -> bool:

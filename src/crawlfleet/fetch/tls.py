@@ -170,17 +170,38 @@ def ssl_context(ca_file: str | None = None, *, verify: bool = True) -> ssl.SSLCo
         context.verify_mode = ssl.CERT_NONE
         return context
     cafile, capath = _system_paths()
-    if cafile or capath:  # SSL_CERT_FILE set replaces the system's in OpenSSL: add them back
+    # SSL_CERT_FILE or SSL_CERT_DIR set replaces the system's in OpenSSL: add them back; and
+    # the system's own paths again in those variables (Debian images often set both) are not
+    # loaded twice (every PEM file of /etc/ssl/certs one by one takes a second or more)
+    system = {_real(p) for p in (cafile, capath) if p}
+    if _overridden(cafile, capath):
         context.load_verify_locations(cafile=cafile, capath=capath)
     extra = extra_authorities(ca_file)
     for path in extra.files:
-        context.load_verify_locations(cafile=path)
+        if _real(path) not in system:
+            context.load_verify_locations(cafile=path)
     for directory in extra.dirs:
+        if _real(directory) in system:
+            continue
         context.load_verify_locations(capath=directory)
         for pem in extra.pem_files():  # capath wants hashed names; plain files work too
             if str(pem.parent) == directory and _looks_pem(pem):
                 context.load_verify_locations(cafile=str(pem))
     return context
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _overridden(cafile: str | None, capath: str | None) -> bool:
+    """Whether the environment points OpenSSL's defaults away from the system's paths (then a
+    default context lacks the system's authorities)."""
+    for variable, own in (("SSL_CERT_FILE", cafile), ("SSL_CERT_DIR", capath)):
+        value = os.environ.get(variable)
+        if value and (own is None or _real(value) != _real(own)):
+            return True
+    return False
 
 
 def _looks_pem(path: Path) -> bool:

@@ -11,7 +11,9 @@ in the store, restarted when they crash, stopped by the coordinator's signals.
 * Its stderr comes through the coordinator (``on_line``), so log lines print above the
   progress display instead of through it.
 * A worker that stopped itself (exit 3, :class:`~crawlfleet.errors.WorkerStopped`: the store
-  refuses its results for a bug) is not restarted: another would spin the same way.
+  refuses its results for a bug, or it cannot run the job, e.g. no Chromium for its browser
+  pages) is not restarted: another would fail the same way, and the crawl ends with its error
+  (the other workers are stopped: the pages of its kind would wait for ever).
 """
 
 from __future__ import annotations
@@ -134,6 +136,12 @@ class WorkerPool:
     def worker_ids(self) -> set[str]:
         """The lease owner names of every worker this pool started (``host-pid``)."""
         return set(self._ids)
+
+    @property
+    def stopped_itself(self) -> bool:
+        """Whether a worker stopped itself (:class:`~crawlfleet.errors.WorkerStopped`: it cannot
+        run the job, or the store refuses its results): the crawl cannot finish as it is."""
+        return any(p.returncode == WorkerStopped.exit_code for p in self.procs)
 
     @property
     def alive(self) -> int:

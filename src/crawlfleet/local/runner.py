@@ -13,7 +13,10 @@ runs before the job is written (:mod:`crawlfleet.intake`), so a refused spider l
 Signals (the workers have sessions of their own, so the terminal's reach the coordinator only):
 the first Ctrl-C (or SIGTERM, SIGHUP) drains — SIGTERM to every worker: no new leases, in-flight
 requests finish, the rest is given back; the second exits at once — SIGKILL, and the leases the
-workers held expire after ``lease_ttl``: the next ``crawl`` says it waits for them.
+workers held expire after ``lease_ttl``: the next ``crawl`` says it waits for them. A repeated
+SIGTERM or SIGHUP is "the second" only :data:`~crawlfleet.policy.stopping.STOP_GRACE` seconds or
+more after the first (a supervisor signalling a group sends one to each process, twice over
+when it names the group and the process); a second Ctrl-C always is.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from urllib.parse import urlsplit
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.local.output import RecordTail, finish_output, open_tail
 from crawlfleet.model import JobState, JobStats, Run
+from crawlfleet.policy.stopping import Stop, StopSignals
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -280,6 +284,12 @@ async def _run(
             if tail is not None and time.monotonic() - last_tail >= TAIL_EVERY:
                 last_tail = time.monotonic()
                 await tail.poll()
+            if pool.stopped_itself and not (finished or stop.how):
+                await pool.close()
+                raise UsageError(
+                    f"a worker of job {name} stopped itself (see its error above): "
+                    "the crawl cannot finish"
+                )
             if not await pool.check(finished):
                 continue
             if finished or stop.how:
@@ -328,22 +338,28 @@ class _Stopper:
         self.pool, self.view, self.lease_ttl = pool, view, lease_ttl
         self.how: str | None = None
         self._woken = asyncio.Event()
+        self._signals = StopSignals()
 
     @contextlib.contextmanager
     def installed(self) -> Any:
         loop = asyncio.get_running_loop()
         signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         for sig in signals:
-            loop.add_signal_handler(sig, self.signal)
+            loop.add_signal_handler(sig, self.signal, sig == signal.SIGINT)
         try:
             yield self
         finally:
             for sig in signals:
                 loop.remove_signal_handler(sig)
 
-    def signal(self) -> None:
+    def signal(self, terminal: bool = True) -> None:
+        """A stop signal (``terminal``: Ctrl-C): the first drains, a second kills (a repeated
+        SIGTERM only after the grace: see the module docstring)."""
+        how = self._signals.read(time.monotonic(), terminal=terminal)
+        if how is Stop.SAME:
+            return
         self._woken.set()
-        if self.how is None:
+        if how is Stop.DRAIN:
             self.how = "drained"
             n = self.pool.terminate()
             self.view.note(

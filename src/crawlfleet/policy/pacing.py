@@ -98,6 +98,8 @@ class PacingState:
     its latency is the new baseline (0: none). ``probed_at``: when the last probe ended.
     ``burst_rate``: healthy responses per second over the last few round trips, as of
     ``rate_at``.
+    ``slowdowns``: slow-downs so far (a 429's, or push-back become the rule): the controller's
+    decisions, counted so that a crawl can tell noise from load afterwards without a clock.
     """
 
     delay: float
@@ -119,6 +121,7 @@ class PacingState:
     probe_from: float = 0.0
     probed_at: float = 0.0
     burst_rate: float = 0.0
+    slowdowns: int = 0
 
 
 #: the PacingState field names, for stores that keep the state as one document
@@ -296,6 +299,7 @@ def _answered(
         shrunk_at=shrunk_at,
         probe_from=probe_from,
         probed_at=probed_at,
+        slowdowns=state.slowdowns,
     )
 
 
@@ -419,6 +423,7 @@ def _slow_down(state: PacingState, config: PacingConfig, now: float, learn: bool
         blocked_until=blocked_until,
         slowed_at=max(now + _settling(state, config), blocked_until),
         share=state.share / 2,  # the next slow-down needs new evidence
+        slowdowns=state.slowdowns + 1,
     )
 
 

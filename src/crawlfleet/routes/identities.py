@@ -10,14 +10,21 @@ changed ones to the store, from where every other worker loads them: a session s
 restart and continues on another worker, and a login done once serves the whole fleet.
 
 A request may name its session (``meta["cookiejar"]``, as in Scrapy), and the requests of a
-page fetched with a named session name it too. A form a page submits (a non-GET request) names
-the session that fetched the page once that session holds cookies: the CSRF cookie that came
-with a login form goes with its submission, and the login's cookie with every request after it,
-on whichever worker leases them. A named session is read from the store again when this
-worker's copy is older than the lease (the session's change was saved before the request was
-queued, so a copy read after the lease has it), is kept past its use and age limits (a login
-must not expire under the crawl), and is made anew, empty, under the same name once a block or
-errors retired it.
+page fetched with a named session name it too. A named session is read from the store again
+when this worker's copy is older than the lease (the session's change was saved before the
+request was queued, so a copy read after the lease has it), is kept past its use and age limits
+(a login must not expire under the crawl), and is made anew, empty, under the same name once a
+block or errors retired it.
+
+Cookies follow the crawl: every request a page yields *follows* the session that fetched the
+page once that session holds cookies (those it came with, or those the page's answer set): an
+age gate's or a currency link's cookie reaches every page it links, a login form's CSRF cookie
+goes with its submission and the login's cookie with every request after it, on whichever
+worker leases them (read from the store as a named one is). A followed session is kept past
+its use and age limits like a named one, unless its pool sets ``session_uses`` or
+``session_age`` (rotation asked for: at the limit the requests go on with another session). A
+followed session this key does not have (it belongs to another route of a sticky pool, say) or
+that a block retired is not made anew: the request picks a session as any other does.
 """
 
 from __future__ import annotations
@@ -94,29 +101,46 @@ class Identities:
         return DEFAULT_SESSION
 
     async def pick(
-        self, job: str, route: Route | None, name: str | None = None, *, since: float = 0.0
+        self,
+        job: str,
+        route: Route | None,
+        name: str | None = None,
+        *,
+        since: float = 0.0,
+        follow: str | None = None,
     ) -> Session:
         """A usable session for an attempt of ``job`` through ``route``; ``name``: the session
-        the request names (``meta["cookiejar"]``), made if there is none of that name, as the
-        store had it at ``since`` (when the request was leased) or later."""
+        the request names (``meta["cookiejar"]``), made if there is none of that name;
+        ``follow``: the session of the page that yielded the request (see the module
+        docstring), used if this key has it usable. Both as the store had them at ``since``
+        (when the request was leased) or later."""
         key = (job, session_key(route, self.routes))
         now = self.clock()
         keyed = self._keys.get(key)
-        stale = name is not None and keyed is not None and keyed.loaded_at < since
+        wanted = name is not None or follow is not None
+        stale = wanted and keyed is not None and keyed.loaded_at < since
         if keyed is None or stale or now - keyed.loaded_at >= RELOAD_EVERY:
             keyed = await self._load(key, route, now)
         if name is not None:
             named = keyed.sessions.get(name)
             if named is None or named.retire_reason(now, keyed.config) is not None:
                 named = self._fresh(key, keyed, route, now, name)
-            if not named.named:
-                named = replace(named, named=True)
-                keyed.sessions[name] = self._dirty.setdefault(key, {})[name] = named
-            return named
+            return self._keep(key, keyed, named)
+        followed = keyed.sessions.get(follow) if follow is not None else None
+        if followed is not None and followed.usable(now, keyed.config):
+            return followed if keyed.config.rotate_followed else self._keep(key, keyed, followed)
         session = pick_session(list(keyed.sessions.values()), now, config=keyed.config)
         if session is not None:
             return session
         return self._fresh(key, keyed, route, now, secrets.token_hex(8))
+
+    def _keep(self, key: tuple[str, str], keyed: _Keyed, session: Session) -> Session:
+        """``session`` marked named: kept past its use and age limits."""
+        if session.named:
+            return session
+        session = replace(session, named=True)
+        keyed.sessions[session.id] = self._dirty.setdefault(key, {})[session.id] = session
+        return session
 
     def _fresh(
         self, key: tuple[str, str], keyed: _Keyed, route: Route | None, now: float, sid: str

@@ -37,15 +37,19 @@ class SessionConfig:
     good_reward: float = 0.5
     max_uses: int = 50
     max_age: float = 3000.0
+    rotate_followed: bool = False
+    """The pool set ``session_uses`` or ``session_age`` itself: a session whose cookies the
+    crawl follows still retires at those limits (its pages' requests go on with another).
+    By default such a session is kept, as a named one, until a block or errors retire it."""
 
     @classmethod
     def for_pool(cls, pool: Pool) -> SessionConfig:
         """These defaults with the pool's ``session_uses`` / ``session_age``."""
         config = cls()
         if pool.session_uses is not None:
-            config = replace(config, max_uses=pool.session_uses)
+            config = replace(config, max_uses=pool.session_uses, rotate_followed=True)
         if pool.session_age is not None:
-            config = replace(config, max_age=pool.session_age)
+            config = replace(config, max_age=pool.session_age, rotate_followed=True)
         return config
 
 

@@ -39,6 +39,7 @@ from crawlfleet.errors import ParseError, TooComplex, TooManyItems
 from crawlfleet.model import Job, NewRequest, QuarantineRow, RecordRow
 from crawlfleet.policy.fetchers import DOMAIN, fetcher_for
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
+from crawlfleet.request import STORED
 from crawlfleet.response import Response
 from crawlfleet.routes.pools import unknown_pool
 from crawlfleet.spider import SITEMAP_CALLBACK, Request, Spider, session_params_of
@@ -180,10 +181,15 @@ class JobRuntime:
         host: str | None = None,
         found_by: int | None = None,
         listed: bool = False,
+        session: str | None = None,
     ) -> NewRequest:
         meta = req.stored_meta()
-        if cookiejar is not None and (meta is None or "cookiejar" not in meta):
-            meta = {**(meta or {}), "cookiejar": cookiejar}
+        if meta is None or "cookiejar" not in meta:
+            if cookiejar is not None:
+                meta = {**(meta or {}), "cookiejar": cookiejar}
+            elif session is not None:  # kept beside cb_kwargs, out of the spider's meta
+                own = (meta or {}).get(STORED) or {}
+                meta = {**(meta or {}), STORED: {**own, "session": session}}
         # positional, in NewRequest's field order: one per new link, the hot path of discovery
         return NewRequest(
             canon,
@@ -212,6 +218,7 @@ class JobRuntime:
         out: PageOutput,
         robots: RobotsVerdict | None = None,
         cookiejar: str | None = None,
+        session: str | None = None,
     ) -> None:
         """Queue ``req`` in ``out`` if it is in scope and new to this worker (a trap is queued
         marked as one: the store keeps it as ``dead(trap)``); past the page's
@@ -253,14 +260,14 @@ class JobRuntime:
         if trap is not None:
             out.traps += 1
             out.discovered.append(
-                self._new(req, canon, fp, depth, trap, cookiejar, host, found_by, listed)
+                self._new(req, canon, fp, depth, trap, cookiejar, host, found_by, listed, session)
             )
             return
         if robots is not None and robots.cached_verdict(canon) is False:
             out.robots_dropped += 1  # known disallowed: never worth a queue row
             return
         out.discovered.append(
-            self._new(req, canon, fp, depth, None, cookiejar, host, found_by, listed)
+            self._new(req, canon, fp, depth, None, cookiejar, host, found_by, listed, session)
         )
 
     def _in_scope(self, host: str) -> bool:
@@ -326,7 +333,7 @@ class JobRuntime:
         fetched_at: float,
         warc: Provenance,
         cookiejar: str | None = None,
-        form_cookiejar: str | None = None,
+        session: str | None = None,
         deadline: float | None = None,
         found_by: int | None = None,
     ) -> PageOutput:
@@ -339,9 +346,10 @@ class JobRuntime:
         string, a callback the spider lacks) is refused alone and counted (``refused``); a
         record that fails validation is quarantined alone.
 
-        The session the page's requests name (``meta["cookiejar"]``) unless they name one:
-        ``cookiejar`` (the page's own request named it), else ``form_cookiejar`` for its
-        non-GET requests (the forms it submits)."""
+        The session the page's requests go with unless they name one (``meta["cookiejar"]``):
+        ``cookiejar``, the one the page's own request named, else ``session``, the one that
+        fetched the page when it holds cookies (followed, not named: see
+        ``crawlfleet.routes.identities``)."""
         out = PageOutput(found_by=found_by, listed=callback == SITEMAP_CALLBACK)
         method = getattr(self.spider, callback or "parse", None)
         if method is None:
@@ -361,8 +369,7 @@ class JobRuntime:
                 if isinstance(obj, Request):
                     why = self.refusal(obj)
                     if why is None:
-                        jar = cookiejar or (form_cookiejar if obj.method != "GET" else None)
-                        self.link(obj, depth + 1, out, robots, jar)
+                        self.link(obj, depth + 1, out, robots, cookiejar, session)
                     else:
                         out.refused[why] += 1
                 elif obj is not None:

@@ -179,7 +179,11 @@ class JobContexts:
             impersonator = ImpersonateFetcher(impersonating)
             fetchers.append(impersonator)
         if "browser" in self.kinds:
-            fetchers.append(await self._browser_fetcher(fetch_settings))
+            try:
+                fetchers.append(await self._browser_fetcher(fetch_settings))
+            except BaseException:  # no Chromium: what was opened for the job is closed again
+                await FetcherPool(fetchers).close()
+                raise
         robots = None
         if spider.obey_robots:
             # robots.txt behind a bot wall is read a rung up (the wall's 403 would allow all);

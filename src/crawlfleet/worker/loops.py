@@ -13,7 +13,10 @@ more when it stops: the fleet's totals are the sums of these rows (``serve``, ``
 fifth keeps the runs' data quality and delivers the outbox (:mod:`crawlfleet.notify`).
 
 SIGTERM: stop leasing, let in-flight attempts finish within ``grace`` seconds, give the rest back
-(``release``), flush, exit. A second SIGTERM stops at once (leases then expire and are rescued).
+(``release``), flush, exit. A second SIGTERM stops at once (leases then expire and are rescued),
+but only when it comes :data:`~crawlfleet.policy.stopping.STOP_GRACE` seconds or more after the
+first: a supervisor signalling the whole group sends a worker its own SIGTERM beside the one
+``crawl`` forwards, and that stop stays graceful. A second Ctrl-C (SIGINT) stops at once.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from crawlfleet.frontier.ports import Frontier, WorkerStats
 from crawlfleet.frontier.upkeep import UPKEEP_EVERY
 from crawlfleet.model import KINDS, Completion, Failure, JobState, Lease, LeaseRef
 from crawlfleet.monitor import metrics
+from crawlfleet.policy.stopping import Stop, StopSignals
 from crawlfleet.routes.identities import Identities
 from crawlfleet.routes.pools import RoutesConfig
 from crawlfleet.urls import mask_credentials
@@ -128,6 +132,7 @@ class Worker:
         self._reporting = 0  # reports on their way to the store right now
         self._asking = 0  # leases asked for in store calls on their way
         self._stopping = asyncio.Event()
+        self._signals = StopSignals()  # what a repeated stop signal means
         self._refused_in_row = 0  # results the store refused for a bug since the last it took
         self._fatal: WorkerStopped | None = None  # why this worker stopped itself
         self._last_pages = (time.monotonic(), 0.0)  # for the pages/s of a report
@@ -140,13 +145,18 @@ class Worker:
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self._on_signal)
-        loop.add_signal_handler(signal.SIGINT, self._on_signal)
+        loop.add_signal_handler(signal.SIGTERM, self._on_signal, False)
+        loop.add_signal_handler(signal.SIGINT, self._on_signal, True)
 
-    def _on_signal(self) -> None:
-        if self._stopping.is_set():
+    def _on_signal(self, terminal: bool) -> None:
+        """``terminal``: SIGINT (Ctrl-C); see the module docstring for a repeated signal."""
+        how = self._signals.read(time.monotonic(), terminal=terminal)
+        if how is Stop.NOW:
             log.warning("second stop signal: exiting now, leases will expire and be rescued")
             os._exit(1)
+        if how is Stop.SAME:
+            log.info("stop signal again at once (a supervisor's and crawl's): still finishing")
+            return
         log.info("stop signal: no new leases, finishing in-flight work")
         self.stop()
 

@@ -35,7 +35,7 @@ from crawlfleet.errors import (
     InvalidURL,
     UnsupportedScheme,
 )
-from crawlfleet.fetch.base import FetchRequest
+from crawlfleet.fetch.base import Exchange, FetchRequest
 from crawlfleet.fetch.browser.pool import BrowserPool, ContextKey, PageLease
 from crawlfleet.fetch.browser.request import BrowserRequest, ContextSeed, PageAction, seed_of
 from crawlfleet.fetch.browser.result import (
@@ -308,6 +308,7 @@ class _Visit:
         while hop is not None:
             chain.append(hop.url)
             hop = hop.redirected_from
+        hops = await _exchanges(response)
         return BrowserResult(
             url=response.url,
             status=response.status,
@@ -319,6 +320,7 @@ class _Visit:
             remote_ip=server["ipAddress"] if server else None,
             request_headers=[(h["name"], h["value"]) for h in sent],
             redirects=chain[::-1],
+            hops=hops,
             nbytes_wire=len(body),
             truncated=truncated,
             rendered_html=html,
@@ -390,3 +392,31 @@ def _checked(url: str, settings: GuardSettings) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def _exchanges(response: Response) -> list[Exchange]:
+    """The redirects before ``response``, in order, as archived: their requests' and answers'
+    headers (a browser keeps no redirect's body: stored empty, ``truncated``)."""
+    out: list[Exchange] = []
+    request = response.request.redirected_from
+    while request is not None:
+        answer = await request.response()
+        if answer is not None:
+            sent, headers = await asyncio.gather(request.headers_array(), answer.headers_array())
+            out.append(
+                Exchange(
+                    url=request.url,
+                    method=request.method,
+                    request_headers=[(h["name"], h["value"]) for h in sent],
+                    request_body=request.post_data_buffer,
+                    status=answer.status,
+                    reason=answer.status_text,
+                    http_version="HTTP/1.1",
+                    headers=[(h["name"], h["value"]) for h in headers],
+                    body=b"",
+                    remote_ip=None,
+                    truncated=True,
+                )
+            )
+        request = request.redirected_from
+    return out[::-1]

@@ -49,7 +49,11 @@ class Fetch:
         a.fetcher = a.job.fetchers.for_request(lease.fetcher)
         if self.identities is not None:
             a.session = await self.identities.pick(
-                a.job.name, a.route, a.named_session(), since=lease.start_at
+                a.job.name,
+                a.route,
+                a.named_session(),
+                since=lease.start_at,
+                follow=a.followed_session(),
             )
         authorization = a.job.runtime.authorization.get(origin_of(lease.url))
         request = FetchRequest(

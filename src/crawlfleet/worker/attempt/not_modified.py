@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from crawlfleet.model import Outcome
-from crawlfleet.worker.attempt.snapshot import archived_body
+from crawlfleet.worker.attempt.snapshot import final_request_body, write_hops
 from crawlfleet.worker.attempt.state import Attempt, Verdict
 from crawlfleet.worker.attempt.verdict import Verdicts
 from crawlfleet.worker.revisit import last_capture, sent_validators
@@ -27,9 +27,10 @@ class NotModified:
         if result.status != 304 or not sent_validators(a.lease):
             return None
         a.outcome = Outcome.OK
+        write_hops(a.job.warc, result, a.lease, self.clock())
         a.warc = a.job.warc.write(
             url=result.url,
-            method=a.lease.method,
+            method=result.method or a.lease.method,
             request_headers=result.request_headers,
             status=result.status,
             reason=result.reason,
@@ -38,8 +39,9 @@ class NotModified:
             body=result.body,
             fetched_at=self.clock(),
             ip=result.remote_ip,
-            request_body=archived_body(a.lease),
+            request_body=final_request_body(a.lease, result),
             revisit_of=last_capture(a.lease),
             not_modified=True,
+            as_received=result.raw_body,
         )
         return self.verdicts.completion(a, carry=True)

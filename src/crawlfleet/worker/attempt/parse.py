@@ -42,9 +42,8 @@ class Parse:
             a.earlier.record_id if a.earlier else None,
         )
         if a.earlier is None:  # later pages with these bytes are archived as revisits of this
-            rt.captures.remember(
-                a.digest, Capture(warc.file, ref.record_id, ref.target_uri, ref.date)
-            )
+            capture = Capture(warc.file, ref.record_id, ref.target_uri, ref.date)
+            rt.captures.remember(a.payload_digest or a.digest, capture, a.digest)
         elif rt.spider_cls.skip_duplicate_content and rt.captures.parsed(a.digest):
             return self.verdicts.completion(a)  # the spider's own opt-in, never a default
         status = a.result.status if a.result is not None else 0
@@ -54,7 +53,7 @@ class Parse:
             return self.verdicts.completion(a, carry=True)  # its records of the last run stay
         response, robots, lease = response_of(a), a.job.robots, a.lease
         fetched_at = self.clock()
-        cookiejar, form_cookiejar = a.named_session(), _form_cookiejar(a)
+        cookiejar, session = a.named_session(), _page_session(a)
 
         def run(deadline: float) -> PageOutput:
             return rt.process(
@@ -66,7 +65,7 @@ class Parse:
                 fetched_at=fetched_at,
                 warc=warc,
                 cookiejar=cookiejar,
-                form_cookiejar=form_cookiejar,
+                session=session,
                 deadline=deadline,
                 found_by=lease.id,
             )
@@ -98,10 +97,12 @@ class Parse:
         return None
 
 
-def _form_cookiejar(a: Attempt) -> str | None:
-    """The session a form the page submits names: the one that fetched the page, once it holds
-    cookies (a CSRF token is tied to the cookie that came with the form; a login's answer sets
-    the cookie its follow-ups need)."""
+def _page_session(a: Attempt) -> str | None:
+    """The session the page's requests go on with: the one that fetched the page, once it
+    holds cookies (those it came with or those the answer set, on any redirect hop). An age
+    gate's or a currency link's cookie reaches the pages it links; a form's CSRF token is tied
+    to the cookie that came with the form; a login's answer sets the cookie its follow-ups
+    need."""
     if a.session is None:
         return None
     result = a.result

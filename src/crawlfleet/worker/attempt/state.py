@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crawlfleet.model import Completion, Failure, Lease, LeaseRef, Outcome
+from crawlfleet.request import STORED
 
 if TYPE_CHECKING:
     from crawlfleet.data.warc import Capture, WarcRef
@@ -47,7 +48,8 @@ class Attempt:
     result: FetchResult | None = None
     error: FetchError | None = None
     warc: WarcRef | None = None
-    digest: bytes | None = None
+    digest: bytes | None = None  # the decoded body's SHA-1: the page's content hash
+    payload_digest: bytes | None = None  # the archived payload's (as received): the WARC's
     earlier: Capture | None = None  # the first capture of the same payload, if any
     outcome: Outcome | None = None
     block_reason: str | None = None
@@ -69,4 +71,11 @@ class Attempt:
     def named_session(self) -> str | None:
         """The session the request names (``meta["cookiejar"]``), if any."""
         name = self.lease.meta.get("cookiejar")
+        return None if name is None else str(name)
+
+    def followed_session(self) -> str | None:
+        """The session of the page that yielded the request, when it held cookies (the
+        request goes on with them: see ``crawlfleet.routes.identities``), if any."""
+        own = self.lease.meta.get(STORED) if self.lease.meta else None
+        name = own.get("session") if isinstance(own, dict) else None
         return None if name is None else str(name)
