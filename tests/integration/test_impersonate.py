@@ -17,7 +17,13 @@ from tests.sites.h2site import start_h2_site
 from tests.tls import LocalCA, make_ca
 
 from crawlfleet.demo.catalog import Catalog
-from crawlfleet.errors import AddressRefused, BodyTooLarge, ProxyError, TooManyRedirects
+from crawlfleet.errors import (
+    AddressRefused,
+    BodyTooLarge,
+    ProxyError,
+    TooLarge,
+    TooManyRedirects,
+)
 from crawlfleet.fetch.base import FetchRequest
 from crawlfleet.fetch.http import FetchSettings, HttpClient
 from crawlfleet.fetch.impersonate import ImpersonateClient, ImpersonateFetcher
@@ -136,8 +142,12 @@ async def _limits_site() -> tuple[str, web.AppRunner]:
     async def echo(request: web.Request) -> web.Response:
         return web.json_response(dict(request.headers))
 
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=b"b" * 5000, headers={"X-Pad": "p" * 3000})
+
     app = web.Application()
-    for path, handler in (("/bomb", bomb), ("/loop", loop), ("/login", login), ("/echo", echo)):
+    routes = (("/bomb", bomb), ("/loop", loop), ("/login", login), ("/echo", echo), ("/big", big))
+    for path, handler in routes:
         app.router.add_get(path, handler)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -156,12 +166,19 @@ async def test_the_http_fetchers_limits_hold(ca: LocalCA) -> None:
             assert (cut.truncated, cut.body) == (True, b"a" * 1000)  # robots.txt reads so
             with pytest.raises(TooManyRedirects):
                 await client.fetch(base + "/loop")
+            with pytest.raises(BodyTooLarge):  # announced by its Content-Length: not read
+                await client.fetch(base + "/big", max_body=4000)
+            big = await client.fetch(base + "/big", max_body=4000, truncate=True)
+            assert (big.truncated, big.header("x-pad"), big.reason) == (True, "p" * 3000, "OK")
             route = Route("direct", "direct", None)
             session = Session.new("jar", route, 0.0, user_agent="x")
             fetcher = ImpersonateFetcher(client)
             result = await fetcher.fetch(FetchRequest(base + "/login"), session=session)
             assert json.loads(result.body).get("Cookie") == "sid=s3cret"  # the hop's cookie
             assert result.redirects == [base + "/login"]
+        async with ImpersonateClient(settings(ca, max_header_bytes=2000)) as client:
+            with pytest.raises(TooLarge):  # the response head over its cap
+                await client.fetch(base + "/big")
         only_ip = settings(ca, private_ok_hosts=frozenset({"127.0.0.1"}))
         async with ImpersonateClient(only_ip) as client:
             with pytest.raises(AddressRefused):  # a name resolving to loopback, not a seed

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import pytest
 
 from crawlfleet.policy.fetchers import (
     LADDER,
     PROBE_EVERY,
+    PROBE_EVERY_MAX,
     climbs,
     fetcher_for,
     higher,
+    probe_down_every,
     probes_back,
     probes_down,
     rung_above,
@@ -74,6 +77,34 @@ def test_a_domain_raised_to_impersonate_starts_there_and_one_in_probe_every_prob
     typed = [on("impersonate", "browser", fp) for fp in FPS]
     assert set(typed) == {"browser", "impersonate", "auto"}
     assert all((t == "browser") == (not probes_back(fp)) for t, fp in zip(typed, FPS, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("blocked", "every"),
+    [(-1, 16), (0, 16), (1, 32), (2, 64), (3, 128), (4, 256), (5, 256), (10**9, 256)],
+)
+def test_each_blocked_probe_down_in_a_row_halves_the_probe_share(blocked: int, every: int) -> None:
+    assert probe_down_every(blocked) == every
+    assert PROBE_EVERY <= probe_down_every(blocked) <= PROBE_EVERY_MAX
+
+
+def test_a_rarer_probe_down_share_probes_a_subset_of_the_same_requests() -> None:
+    def probes(down_every: int) -> set[int]:
+        return {
+            i
+            for i, fp in enumerate(FPS)
+            if fetcher_for(
+                "auto", None, suspected=False, fingerprint=fp, domain_rung="impersonate",
+                down_every=down_every,
+            ) == "auto"
+        }  # fmt: skip
+
+    shares = [probes(probe_down_every(n)) for n in range(6)]
+    assert all(later <= earlier for earlier, later in itertools.pairwise(shares))
+    assert len(shares[0]) > 8 * len(shares[4]) > 0
+    # the probes back of a browser type are untouched by the probe-down share
+    backs = [on("impersonate", "browser", fp) != "browser" for fp in FPS]
+    assert backs == [probes_back(fp) for fp in FPS]
 
 
 def test_a_domain_raised_to_the_browser_sends_everything_there_but_its_probes() -> None:

@@ -25,7 +25,10 @@ from typing import Any, Final
 
 from crawlfleet.fetch.limits import BodyDecoder
 
-__all__ = ["CurlPool", "Transfer"]
+__all__ = ["CurlPool", "HeadCheck", "Transfer"]
+
+#: the caps of a response head, given its size in bytes and its header pairs (raises)
+HeadCheck = Callable[[int, list[tuple[str, str]]], None]
 
 #: idle handles kept per profile
 _KEEP: Final = 64
@@ -60,16 +63,20 @@ class _Truncated(Exception):
 
 
 class _Reading:
-    """The callbacks of one transfer: header lines, then body chunks into the decoder."""
+    """The callbacks of one transfer: header lines, then body chunks into the decoder. The
+    final head is parsed once, when the body starts (or the transfer ends without one)."""
 
-    __slots__ = ("cap", "check", "decoder", "lines", "truncate")
+    __slots__ = ("cap", "check", "decoder", "head_size", "headers", "lines", "reason", "truncate")
 
-    def __init__(self, cap: int, truncate: bool, check: Callable[[list[bytes]], None]) -> None:
+    def __init__(self, cap: int, truncate: bool, check: HeadCheck) -> None:
         self.cap = cap
         self.truncate = truncate
         self.check = check  # the head's caps, once it is complete
         self.lines: list[bytes] = []
         self.decoder: BodyDecoder | None = None
+        self.reason = ""
+        self.headers: list[tuple[str, str]] | None = None
+        self.head_size = 0
 
     def head(self, line: bytes) -> int:
         if line[:5] == b"HTTP/":  # a new response head (after a 1xx or a proxy's CONNECT)
@@ -80,18 +87,35 @@ class _Reading:
 
     def body(self, chunk: bytes) -> int:
         if self.decoder is None:
-            self.decoder = self._start()
+            self.decoder = self.start()
         if not self.decoder.feed(chunk):
             raise _Truncated  # cut at the cap: ends the transfer (curl_cffi hands it back)
         return len(chunk)
 
-    def _start(self) -> BodyDecoder:
-        self.check(self.lines)
+    def parse(self) -> list[tuple[str, str]]:
+        """The final head's header pairs (its reason in ``reason``), parsed in one pass."""
+        if self.headers is None:
+            raw = b"".join(self.lines)
+            self.head_size = len(raw)
+            first, _, rest = raw.decode("latin-1").partition("\n")
+            parts = first.strip().split(" ", 2)
+            self.reason = parts[2] if len(parts) > 2 else ""
+            pairs = []
+            for line in rest.split("\n"):  # curl's lines end in CRLF (LF from some servers)
+                name, colon, value = line.partition(":")
+                if colon:
+                    pairs.append((name.strip(), value.strip()))
+            self.headers = pairs
+        return self.headers
+
+    def start(self) -> BodyDecoder:
+        """The decoder of the body the parsed head announces, once the head passed its caps."""
+        headers = self.parse()
+        self.check(self.head_size, headers)
         encoding = None
-        for line in self.lines[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-encoding":
-                encoding = value.strip().decode("latin-1")
+        for name, value in headers:
+            if name.lower() == "content-encoding":
+                encoding = value
         return BodyDecoder(encoding, self.cap, truncate=self.truncate)
 
 
@@ -145,7 +169,7 @@ class CurlPool:
         resolve: str | None,
         cap: int,
         truncate: bool,
-        check_head: Callable[[list[bytes]], None],
+        check_head: HeadCheck,
         record_heads: bool = False,
     ) -> Transfer:
         """One request as ``profile``; raises curl_cffi's ``CurlError`` or what
@@ -207,24 +231,13 @@ class CurlPool:
         ip = handle.getinfo(CurlInfo.PRIMARY_IP)
         out.remote_ip = ip.decode() if isinstance(ip, bytes) and ip else None
         self._release(profile, handle)
-        _head(reading.lines, out)
         decoder = reading.decoder
         if decoder is None:  # no body at all
-            check_head(reading.lines)
+            reading.parse()
+            check_head(reading.head_size, reading.headers or [])
             decoder = BodyDecoder(None, cap, truncate=truncate)
+        out.reason, out.headers = reading.reason, reading.headers or []
         out.body = decoder.finish()
         out.received = decoder.received
         out.wire_bytes, out.truncated = decoder.wire_bytes, decoder.truncated
         return out
-
-
-def _head(lines: list[bytes], out: Transfer) -> None:
-    """The status line's reason and the header pairs of the final response head."""
-    if lines:
-        parts = lines[0].decode("latin-1").strip().split(" ", 2)
-        out.reason = parts[2] if len(parts) > 2 else ""
-    for line in lines[1:]:
-        text = line.decode("latin-1").rstrip("\r\n")
-        name, colon, value = text.partition(":")
-        if colon:
-            out.headers.append((name.strip(), value.strip()))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Self
 
@@ -58,7 +58,7 @@ from crawlfleet.fetch.base import (
     HopCheck,
     mask_url,
 )
-from crawlfleet.fetch.curlpool import CurlPool
+from crawlfleet.fetch.curlpool import CurlPool, HeadCheck
 from crawlfleet.fetch.deadlines import Deadlines
 from crawlfleet.fetch.guard import check_host, host_may_be_private, parse_ip
 from crawlfleet.fetch.hops import REDIRECT_STATUSES, Hop, as_given, checked_url, redirected
@@ -295,17 +295,16 @@ class ImpersonateClient:
             _header_map=header_map,
         )
 
-    def _check_head(self, cap: int, truncate: bool) -> Callable[[list[bytes]], None]:
+    def _check_head(self, cap: int, truncate: bool) -> HeadCheck:
         limit = self.settings.max_header_bytes
 
-        def check(lines: list[bytes]) -> None:
-            if sum(len(line) for line in lines) > limit:
+        def check(size: int, headers: list[tuple[str, str]]) -> None:
+            if size > limit:
                 raise TooLarge(f"response headers exceed {limit} bytes")
             if truncate:
                 return
-            for line in lines[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
+            for name, value in headers:
+                if name.lower() == "content-length":
                     length = _int(value)
                     if length is not None and length > cap:
                         raise BodyTooLarge(
@@ -371,7 +370,7 @@ def _exchange(request: Hop, result: FetchResult) -> Exchange:
     )
 
 
-def _int(value: bytes) -> int | None:
+def _int(value: str) -> int | None:
     try:
         return int(value.strip())
     except ValueError:

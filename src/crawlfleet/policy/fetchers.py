@@ -9,7 +9,9 @@ rung up at once, no attempt used, and the domain's rung is raised for every new 
 (stored under the pattern :data:`DOMAIN`, fleet-wide). One in :data:`PROBE_EVERY` new requests
 of a domain above ``http`` probes one rung down (by a byte of its fingerprint, so every worker
 agrees); a probe that gets the page lowers the domain's rung again, one that is blocked climbs
-like any page.
+like any page. Each blocked probe in a row halves the share (:func:`probe_down_every`, down to
+one in :data:`PROBE_EVERY_MAX`): a wall that keeps judging the lower rung costs a few fetches,
+not one page in sixteen for the whole crawl.
 
 **The page type's need.** A page type (domain and :func:`~crawlfleet.policy.traps.page_type`)
 is judged in the browser: it needs the browser when the rendered page gives the spider more
@@ -36,6 +38,7 @@ __all__ = [
     "climbs",
     "fetcher_for",
     "higher",
+    "probe_down_every",
     "probes_back",
     "probes_down",
     "rung_above",
@@ -45,6 +48,9 @@ __all__ = [
 #: one in this many new requests of a page type judged ``browser`` (or of a domain above
 #: ``http``) tries the rung below
 PROBE_EVERY: Final = 16
+#: the smallest probe-down share a domain whose probes keep being blocked falls to (one in this
+#: many; divides 256, like every share of a fingerprint's byte)
+PROBE_EVERY_MAX: Final = 256
 #: the page-type pattern under which a domain's rung is stored (no page type is empty)
 DOMAIN: Final = ""
 # block reasons that are load, not a verdict on the client: pacing slows down, nothing climbs
@@ -89,6 +95,14 @@ def probes_down(fingerprint: bytes, every: int = PROBE_EVERY) -> bool:
     return len(fingerprint) > 1 and fingerprint[1] % every == 0
 
 
+def probe_down_every(blocked: int, every: int = PROBE_EVERY) -> int:
+    """One in how many new requests of a domain probe a rung down after ``blocked`` probes in a
+    row were blocked: ``every``, halved for each (never rarer than :data:`PROBE_EVERY_MAX`)."""
+    if blocked <= 0:
+        return every
+    return max(every, min(PROBE_EVERY_MAX, every << min(blocked, 16)))
+
+
 def _below(rung: str) -> str:
     i = LADDER.index(rung_of(rung))
     return LADDER[max(0, i - 1)]
@@ -102,6 +116,7 @@ def fetcher_for(
     fingerprint: bytes,
     domain_rung: str | None = None,
     every: int = PROBE_EVERY,
+    down_every: int | None = None,
 ) -> str:
     """The fetcher of a new request with none of its own.
 
@@ -111,12 +126,13 @@ def fetcher_for(
     spider that is not ``auto`` keeps its fetcher. An ``auto`` request starts on its domain's
     rung (``auto`` for http: the pipeline judges it there), or one below for a probe down; on
     the browser when its type needs it (and it is no probe back), or is suspected of needing it
-    and not judged yet.
+    and not judged yet. ``down_every`` is the probe-down share (default ``every``; see
+    :func:`probe_down_every`).
     """
     if spider_fetcher != "auto":
         return spider_fetcher
     rung = rung_of(domain_rung)
-    if rung != LADDER[0] and probes_down(fingerprint, every):
+    if rung != LADDER[0] and probes_down(fingerprint, down_every or every):
         rung = _below(rung)
     raw = "auto" if rung == LADDER[0] else rung
     if rung == "browser":

@@ -37,7 +37,7 @@ from crawlfleet.data.validate import (
 )
 from crawlfleet.errors import ParseError, TooComplex, TooManyItems
 from crawlfleet.model import Job, NewRequest, QuarantineRow, RecordRow
-from crawlfleet.policy.fetchers import DOMAIN, fetcher_for
+from crawlfleet.policy.fetchers import DOMAIN, fetcher_for, probe_down_every
 from crawlfleet.policy.traps import TrapRules, check_url, page_type
 from crawlfleet.request import STORED
 from crawlfleet.response import Response
@@ -144,6 +144,8 @@ class JobRuntime:
         self.page_types: dict[tuple[str, str], str] = {}
         #: page types this worker sent to the browser on suspicion, not judged there yet
         self.suspected: set[tuple[str, str]] = set()
+        #: per domain: its probes down blocked in a row (``auto``: each halves the probe share)
+        self.blocked_probes: dict[str, int] = {}
         self.traps = traps or trap_rules(spider_cls)
         self.max_attempts = spider_cls.max_attempts
         #: the route pools a request may name (``Request(pool=...)``); None: not checked here
@@ -293,6 +295,7 @@ class JobRuntime:
             suspected=key in self.suspected,
             fingerprint=fp,
             domain_rung=self.page_types.get((host, DOMAIN)),
+            down_every=probe_down_every(self.blocked_probes.get(host, 0)),
         )
 
     def unknown_links(self, hrefs: list[str], base: str) -> list[str]:

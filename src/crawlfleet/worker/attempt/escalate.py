@@ -132,6 +132,9 @@ class Escalate:
             return None
         key = (lease.domain, DOMAIN)
         known = rt.page_types.get(key)
+        if known is not None and higher(known, a.fetcher.kind) != a.fetcher.kind:
+            # a probe down (or a page leased before the rise) blocked: probe less often
+            rt.blocked_probes[lease.domain] = rt.blocked_probes.get(lease.domain, 0) + 1
         if higher(known, up) != known:
             rt.page_types[key] = up
             a.learnt = (DOMAIN, up)
@@ -162,6 +165,7 @@ class Escalate:
         if kind is None or known is None or higher(known, kind) == kind or a.learnt:
             return
         rt.page_types[key] = kind
+        rt.blocked_probes.pop(a.lease.domain, None)
         a.learnt = (DOMAIN, kind)
         log.info("job %s: domain %s now fetched by %s again", a.job.name, a.lease.domain, kind)
 
