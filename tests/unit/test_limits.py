@@ -86,6 +86,24 @@ def test_truncate_keeps_the_first_cap_bytes() -> None:
     assert decoder.truncated
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "rawdeflate"])
+def test_small_input_inflating_to_many_steps_is_decoded_whole(encoding: str) -> None:
+    # 300 KB of repeats compress to a few hundred bytes: one feed takes them all, and the
+    # inflater holds what it has taken beyond one step's output (no input left to hand it).
+    body = b"<li><a href='/p/1'>product</a></li>\n" * 8_000
+    wire = encode(body, encoding)
+    assert len(wire) < 4_000
+    assert decode(wire, header(encoding), cap=len(body), piece=len(wire)) == body
+    with pytest.raises(BodyTooLarge):
+        decode(wire, header(encoding), cap=len(body) - 1, piece=len(wire))
+
+
+def test_gzip_members_after_a_small_one_are_decoded() -> None:
+    first, second = page_bytes(100), b"x" * 200_000
+    wire = encode(first, "gzip") + encode(second, "gzip")
+    assert decode(wire, "gzip", cap=200_100, piece=len(wire)) == first + second
+
+
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_the_body_as_received_is_kept_beside_the_decoded_one(encoding: str) -> None:
     body = page_bytes(20_000)
