@@ -11,8 +11,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from hypothesis import settings
 
 from crawlfleet.frontier.ports import Frontier
+
+# property tests judge results, not speed: a busy machine (CI shares its cores) must not turn a
+# slow example into a failure
+settings.register_profile("crawlfleet", deadline=None)
+settings.load_profile("crawlfleet")
 
 #: PostgreSQL server the fleet tests use (each test run gets its own database, dropped after)
 PG_DSN = os.environ.get("CRAWLFLEET_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
