@@ -16,16 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
+from enum import Enum, StrEnum
+from typing import Any, Final
 
 __all__ = [
+    "DEFAULT",
     "DIRECT_ROUTE",
     "KINDS",
     "AttemptRow",
+    "BudgetHit",
     "Completion",
     "DeadLetter",
     "DeadReason",
+    "Default",
     "DomainLimits",
     "Failure",
     "Job",
@@ -383,6 +386,30 @@ class DeadLetter:
     attempts: int
     died_at: float
     history: Sequence[AttemptRow] = ()
+
+
+class Default(Enum):
+    """The value of a spider attribute left as it is: take the setting (``[traps]``...), where
+    ``None`` would mean "no limit"."""
+
+    DEFAULT = "default"
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: a spider attribute left at the setting's value (see :class:`Default`)
+DEFAULT: Final = Default.DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetHit:
+    """A budget a job ran into: ``rule`` ``"host_budget"`` (``key`` the host) or
+    ``"pattern_budget"`` (``key`` the URL shape), and how many URLs it refused."""
+
+    rule: str
+    key: str
+    urls: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from crawlfleet.model import DEFAULT, Default
 from crawlfleet.request import FETCHERS, Callback, FormData, Request
 
 if TYPE_CHECKING:
@@ -67,8 +68,10 @@ class Spider:
       ``allow_private_addresses``.
     * Trap guards: ``max_depth``, ``max_url_length``, ``max_repeated_segments``,
       ``host_page_budget`` (requests per host), ``pattern_budget`` (requests per URL shape); a
-      link over one of them is kept as ``dead(trap)``, never fetched. ``max_links_per_page``:
-      most new links one page adds (the rest are dropped, counted and logged).
+      link over one of them is kept as ``dead(trap)``, never fetched, and a crawl that ran into
+      a budget says so in its summary and exits 3. ``max_links_per_page``: most new links one
+      page adds (the rest are dropped, counted and logged). Left as they are, each takes its
+      ``[traps]`` setting; ``None`` means no limit.
     * ``field_coverage``: the least share of each run's records that must have a field filled
       (``{"price": 1.0}``); the other quality thresholds are ``[quality]`` keys, which
       ``custom_settings`` may set for the spider (``"quality.item_drop": 0.5``).
@@ -126,13 +129,14 @@ class Spider:
     #: the route pools (``[[routes.pool]]`` names) this spider's requests may leave by; None: the
     #: pools that name its domains or it, else the general ones (see ``crawlfleet.routes.pools``)
     route_pools: ClassVar[list[str] | None] = None
-    # Trap guards; None takes [traps] from crawlfleet.toml (see policy.traps.TrapRules).
-    max_depth: ClassVar[int | None] = None
-    max_url_length: ClassVar[int | None] = None
-    max_repeated_segments: ClassVar[int | None] = None
-    host_page_budget: ClassVar[int | None] = None
-    pattern_budget: ClassVar[int | None] = None
-    max_links_per_page: ClassVar[int | None] = None
+    # Trap guards; DEFAULT (left as is) takes [traps] from crawlfleet.toml, None is no limit
+    # (see policy.traps.TrapRules).
+    max_depth: ClassVar[int | Default | None] = DEFAULT
+    max_url_length: ClassVar[int | Default | None] = DEFAULT
+    max_repeated_segments: ClassVar[int | Default | None] = DEFAULT
+    host_page_budget: ClassVar[int | Default | None] = DEFAULT
+    pattern_budget: ClassVar[int | Default | None] = DEFAULT
+    max_links_per_page: ClassVar[int | Default | None] = DEFAULT
     # Recurring crawls (see crawlfleet.policy.revisit): None revisits every page every run.
     revisit_min: ClassVar[str | float | None] = None
     revisit_max: ClassVar[str | float | None] = None

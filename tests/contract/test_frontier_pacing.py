@@ -11,6 +11,7 @@ from tests.contract.test_frontier import TTL, job, req, urls
 
 from crawlfleet.frontier.ports import Frontier
 from crawlfleet.model import (
+    BudgetHit,
     Completion,
     DeadReason,
     DomainLimits,
@@ -379,6 +380,33 @@ async def test_traps__only_a_sample_per_rule_is_stored_the_rest_counted(
     assert (stats.dead, stats.trap_rows) == (2_000, 2_000), "the rows, none of them fetched"
     reasons = Counter(d.error for d in dead)
     assert reasons == {"trap: pattern_budget": 1_000, "trap: depth": 1_000}
+    # the budget the crawl ran into, with every URL it left out (rows and counts); depth is
+    # a guard, not a budget
+    assert await frontier.budget_hits("j") == [BudgetHit("pattern_budget", "a.test/p/N", 3_000)]
+
+
+async def test_budget_hits__by_host_and_by_shape__none_for_a_job_within_them(
+    frontier: Frontier,
+) -> None:
+    await frontier.submit_job(
+        JobSpec(
+            name="j",
+            spider="s.py",
+            default_limits=DomainLimits(100),
+            page_budget=5,
+            pattern_budget=3,
+        )
+    )
+    await frontier.submit_job(JobSpec(name="k", spider="s.py", default_limits=DomainLimits(100)))
+    shaped = [req(f"http://a.test/p/{i}") for i in range(6)]
+    spread = [req(f"http://b.test/{c}") for c in "uvwxyz"]
+    await frontier.enqueue("j", shaped + spread)
+    await frontier.enqueue("k", [req(f"http://a.test/p/{i}") for i in range(6)])
+    assert await frontier.budget_hits("j") == [
+        BudgetHit("pattern_budget", "a.test/p/N", 3),
+        BudgetHit("host_budget", "b.test", 1),
+    ]
+    assert await frontier.budget_hits("k") == []
 
 
 async def test_budgets__a_url_patterns_budget(frontier: Frontier) -> None:

@@ -436,6 +436,7 @@ def test_crawl_killed_hard__its_workers_drain_and_exit_instead_of_crawling_on(
     status = run(["status", "--json"], tmp_path, timeout=60)
     (job,) = json.loads(status.stdout)
     assert job["finished"] is False and job["queued"] > 0, "the crawl did not go on"
+    assert (job["state"], job["progress"]) == ("running", "running")
 
 
 def test_crawl_through_a_configured_proxy_pool__routes_reach_the_job_and_its_workers(

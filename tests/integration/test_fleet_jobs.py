@@ -129,6 +129,7 @@ def test_worker__job_whose_spider_it_cannot_load__reported_once_other_jobs_run(
     )
     jobs = status(pg_queue, tmp_path)
     assert jobs["shop-here"]["finished"] is True
+    assert jobs["shop-here"]["progress"] == "finished"
     assert jobs["shop-here"]["records"] == len(Catalog(60).expected_records())
     assert jobs["shop-elsewhere"]["finished"] is False
     assert (jobs["shop-elsewhere"]["queued"], jobs["shop-elsewhere"]["done"]) == (1, 0)
@@ -194,6 +195,7 @@ def test_jobs_pause_resume_cancel__leasing_and_finished_follow_the_state(
     assert jobs["keep"]["finished"] is True
     assert jobs["keep"]["records"] == len(Catalog(40).expected_records())
     assert (jobs["drop"]["state"], jobs["drop"]["finished"]) == ("cancelled", True)
+    assert jobs["drop"]["progress"] == "cancelled"
     assert (jobs["drop"]["queued"], jobs["drop"]["done"]) == (1, 0), "queued requests stay"
     text = ok(["status", "--queue", pg_queue], tmp_path)
     assert "keep: finished ·" in text

@@ -115,6 +115,33 @@ def test_trap__an_endless_calendar_is_bounded_and_counted_as_traps(tmp_path: Pat
     assert f"traps by domain: 127.0.0.1 {job['traps']}" in shown.stdout
 
 
+def test_budgets__a_crawl_short_of_one_says_which_and_exits_3__none_is_no_limit(
+    tmp_path: Path,
+) -> None:
+    products = {r["sku"] for r in Catalog(PRODUCTS).expected_records()}
+    with demo_shop("--products", str(PRODUCTS)) as base:
+        # a URL-shape budget below the catalogue: the crawl finishes, short of it, and says so
+        spider = setup(tmp_path, base, pattern_budget=50)
+        short = run(["crawl", str(spider), "-o", "records.jsonl"], tmp_path, timeout=120)
+        assert short.returncode == 3, short.stderr[-3000:]
+        assert "finished, short of its budgets" in short.stderr, short.stderr[-3000:]
+        left_out = re.search(
+            r"(\d+) URLs over the URL shape budget of 127.0.0.1/product/", short.stderr
+        )
+        assert left_out is not None, short.stderr[-3000:]
+        assert int(left_out.group(1)) == status_json(tmp_path)["traps"]
+        assert "(raise pattern_budget, or None for no limit)" in short.stderr
+        assert 0 < len(got_skus(tmp_path)) < len(products)
+        # None on the spider is no limit, whatever [traps] says (it was "the default")
+        (tmp_path / "none").mkdir()
+        extra = "\n[traps]\npattern_budget = 50\n"
+        spider = setup(tmp_path / "none", base, extra, pattern_budget=None)
+        whole = run(["crawl", str(spider), "-o", "records.jsonl"], tmp_path / "none", timeout=120)
+        assert whole.returncode == 0, whole.stderr[-3000:]
+        assert "budget" not in whole.stderr
+        assert set(got_skus(tmp_path / "none")) == products
+
+
 def test_transient_503s_and_cut_connections__retried_later_histogram_matches_the_server(
     tmp_path: Path,
 ) -> None:

@@ -95,9 +95,44 @@ def test_settings__sections_hold_typed_values_and_the_shorthands_read_them(tmp_p
 
 def test_trap_defaults__are_the_documented_ones() -> None:
     rules = Settings().trap_rules()
-    assert (rules.max_depth, rules.host_page_budget, rules.pattern_budget) == (50, 100_000, 10_000)
+    # no URL-shape budget by default: a catalogue of 12,000 products of one shape is not a trap
+    assert (rules.max_depth, rules.host_page_budget, rules.pattern_budget) == (50, 100_000, None)
     assert (rules.max_url_length, rules.max_repeated_segments) == (2083, 2)
     assert rules.max_links_per_page == 10_000
+
+
+def test_spider_trap_attributes__left_as_they_are_take_traps__none_is_no_limit(
+    tmp_path: Path,
+) -> None:
+    from crawlfleet import Spider
+    from crawlfleet.worker.extract import trap_rules
+
+    config = tmp_path / "crawlfleet.toml"
+    config.write_text("[traps]\npattern_budget = 40\nhost_page_budget = 9\nmax_depth = 3\n")
+    s = load_settings(config)
+
+    class Plain(Spider):
+        name = "plain"
+
+    class Unbounded(Spider):
+        name = "unbounded"
+        pattern_budget = None
+        host_page_budget = None
+        max_depth = 7
+        max_url_length = None  # a guard that always holds: None keeps the setting
+        max_repeated_segments = None
+
+    plain, unbounded = trap_rules(Plain, s), trap_rules(Unbounded, s)
+    assert (plain.pattern_budget, plain.host_page_budget, plain.max_depth) == (40, 9, 3)
+    assert (unbounded.pattern_budget, unbounded.host_page_budget, unbounded.max_depth) == (
+        None,
+        None,
+        7,
+    )
+    assert (unbounded.max_url_length, unbounded.max_repeated_segments) == (2083, 2)
+    # without settings: the guards' own defaults, and None still no limit
+    assert trap_rules(Unbounded).pattern_budget is None
+    assert trap_rules(Plain).max_url_length == 2083
     # a spider's own attribute wins over the section
     assert Settings().trap_rules(max_depth=3, pattern_budget=None).max_depth == 3
     assert Settings().trap_rules(max_links_per_page=50).max_links_per_page == 50

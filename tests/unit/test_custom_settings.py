@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from crawlfleet.config.custom_settings import NO_LIMIT, split_custom_settings
+from crawlfleet.config.custom_settings import split_custom_settings
 from crawlfleet.errors import ConfigError, SpiderLoadError
 from crawlfleet.spider import Spider
 from crawlfleet.spiders import JOB_SETTINGS, SPIDER_ARGS, configure, spider_instance
@@ -24,13 +24,13 @@ from crawlfleet.spiders import JOB_SETTINGS, SPIDER_ARGS, configure, spider_inst
         ("ROBOTSTXT_OBEY", "False", {"obey_robots": False}, {}),
         ("USER_AGENT", "bot/1", {}, {"worker.user_agent": "bot/1"}),
         ("DEPTH_LIMIT", 3, {"max_depth": 3}, {}),
-        ("DEPTH_LIMIT", 0, {"max_depth": NO_LIMIT}, {}),  # Scrapy: 0 is no limit
+        ("DEPTH_LIMIT", 0, {"max_depth": None}, {}),  # Scrapy: 0 is no limit
         ("RETRY_TIMES", 2, {"max_attempts": 3}, {}),  # retries vs attempts
         ("RETRY_ENABLED", False, {"max_attempts": 1}, {}),
         ("RETRY_ENABLED", True, {}, {}),
         ("REDIRECT_MAX_TIMES", 3, {}, {"worker.max_redirects": 3}),
         ("obey_robots", "no", {"obey_robots": False}, {}),
-        ("traps.max_depth", "false", {"max_depth": NO_LIMIT}, {}),
+        ("traps.max_depth", "false", {"max_depth": None}, {}),
         ("domain_rate", "2", {"domain_rate": 2.0}, {}),
         ("fetch_timeout", 9, {}, {"worker.fetch_timeout": 9}),
         ("store.raw", "elsewhere", {}, {"store.raw": "elsewhere"}),

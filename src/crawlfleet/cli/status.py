@@ -78,6 +78,7 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
     import json
     from dataclasses import asdict
 
+    from crawlfleet.cli.views import progress_word
     from crawlfleet.local.runner import is_finished
 
     out = []
@@ -95,6 +96,7 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
             dict(
                 asdict(st),
                 finished=is_finished(st),
+                progress=progress_word(st.state, is_finished(st)),  # as the status line says
                 dead_by_reason=reasons,
                 runs=runs,
                 schedule=asdict(sched) if sched is not None else None,

@@ -206,6 +206,7 @@ def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | No
             f"(crawlfleet dead list --job {s.job} --reason parse_error)"
         )
         lines.extend(_parse_error_lines(report))
+    lines.extend(_budget_lines(report))
     lines.append(f"  store      {store}")
     lines.append(f"  WARC       {raw}")
     if output:
@@ -213,6 +214,33 @@ def crawl_summary(report: CrawlReport, *, store: str, raw: str, output: str | No
     lines.extend(f"  note       {note}" for note in report.notes)
     if s.dead and not report.parse_errors:
         lines.append(f"  see why:   crawlfleet dead list --job {s.job}")
+    return lines
+
+
+#: the budgets a summary names (the rest are counted in one line)
+BUDGETS_SHOWN = 5
+
+
+def _budget_lines(report: CrawlReport) -> list[str]:
+    """The budgets the crawl ran into: which, for what (host or URL shape), how many URLs it
+    left out, and the setting that raises it."""
+    from rich.markup import escape
+
+    hits = report.budget_hits
+    if not hits:
+        return []
+    urls = sum(h.urls for h in hits)
+    budgets = f"{len(hits):,} budget" + ("s" if len(hits) > 1 else "")
+    lines = [f"  [yellow]budgets    {urls:,} URLs left out by {budgets}[/] (exit 3)"]
+    for h in hits[:BUDGETS_SHOWN]:
+        what = "host" if h.rule == "host_budget" else "URL shape"
+        setting = "host_page_budget" if h.rule == "host_budget" else "pattern_budget"
+        lines.append(
+            f"             {h.urls:,} URLs over the {what} budget of {escape(h.key)}"
+            f" (raise {setting}, or None for no limit)"
+        )
+    if len(hits) > BUDGETS_SHOWN:
+        lines.append(f"             ... and {len(hits) - BUDGETS_SHOWN:,} more budgets")
     return lines
 
 
@@ -252,6 +280,8 @@ def _headline(report: CrawlReport) -> str:
         )
     if report.failure:
         return f"[bold red]✗ {name} failed[/]: {report.failure} (in {report.elapsed:.1f}s)"
+    if report.budget_hits:
+        return f"[bold yellow]✓ {name} finished, short of its budgets[/] in {report.elapsed:.1f}s"
     return f"[bold green]✓ {name} finished[/] in {report.elapsed:.1f}s"
 
 

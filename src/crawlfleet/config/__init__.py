@@ -59,7 +59,7 @@ optional; an unknown key or section is an error that names the nearest known one
     max_url_length = 2083
     max_repeated_segments = 2 # one path segment repeated more often: /a/b/a/b/a/b
     host_page_budget = 100000 # most requests per host per job, counted fleet-wide
-    pattern_budget = 10000    # most requests per URL shape (digits and ids erased)
+    pattern_budget = false    # most requests per URL shape (digits and ids erased; none by default)
 
     [domains."shop.example"]  # politeness for one domain, across the whole fleet
     concurrency = 4

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_EQUIVALENT",
-    "NO_LIMIT",
     "SCRAPY",
     "SPIDER_ATTRIBUTES",
     "CustomSettings",
@@ -62,14 +61,9 @@ def _int(value: Any) -> int:
     return int(value)
 
 
-#: a trap guard lifted on a spider (``false`` / ``none``, ``DEPTH_LIMIT = 0``): the spider's
-#: ``None`` means "as in [traps]", so "no limit" is a limit no crawl reaches
-NO_LIMIT: Final = 2**31 - 1
-
-
-def _limit(value: Any) -> int:
+def _limit(value: Any) -> int | None:
     if value is None or value is False or str(value).lower() in {"none", "off", "false"}:
-        return NO_LIMIT
+        return None  # on a spider, None is no limit
     return _int(value)
 
 
@@ -133,9 +127,9 @@ def _delay_to_rate(value: Any) -> float | None:
     return 1.0 / delay if delay > 0 else None
 
 
-def _depth(value: Any) -> int:
+def _depth(value: Any) -> int | None:
     depth = _int(value)
-    return depth if depth > 0 else NO_LIMIT  # Scrapy: 0 means no limit
+    return depth if depth > 0 else None  # Scrapy: 0 means no limit
 
 
 def _retry_times(value: Any) -> int:

@@ -161,7 +161,9 @@ class TrapSettings(TrapRules):
 
     max_depth: int | None = 50
     host_page_budget: int | None = 100_000
-    pattern_budget: int | None = 10_000
+    #: none by default: a catalogue of one URL shape is not a trap (depth, repeated segments
+    #: and the host budget end a generator of endless URLs)
+    pattern_budget: int | None = None
     max_links_per_page: int | None = 10_000
 
 

@@ -26,9 +26,9 @@ from crawlfleet.config.sections import (
     masked_repr,
 )
 from crawlfleet.errors import ConfigError
-from crawlfleet.model import DomainLimits
+from crawlfleet.model import Default, DomainLimits
 from crawlfleet.policy.pacing import PacingConfig
-from crawlfleet.policy.traps import TrapRules
+from crawlfleet.policy.traps import TrapRules, spider_overrides
 
 __all__ = ["Settings"]
 
@@ -114,9 +114,10 @@ class Settings:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"[pacing]: {exc}") from None
 
-    def trap_rules(self, **spider: int | None) -> TrapRules:
-        """The ``[traps]`` section, overridden by a spider's own (not None) attributes."""
-        values = {**asdict(self.traps), **{k: v for k, v in spider.items() if v is not None}}
+    def trap_rules(self, **spider: int | Default | None) -> TrapRules:
+        """The ``[traps]`` section, overridden by a spider's own attributes (those not left at
+        :data:`~crawlfleet.model.DEFAULT`; None: no limit)."""
+        values = {**asdict(self.traps), **spider_overrides(spider)}
         try:
             return TrapRules(**values)
         except TypeError as exc:

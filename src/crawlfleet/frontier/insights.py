@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -40,7 +41,15 @@ from crawlfleet.frontier.ports import (
     RouteRow,
     WorkerStats,
 )
-from crawlfleet.model import AttemptRow, DeadLetter, DeadReason, QuarantineRow, RecordRow
+from crawlfleet.model import (
+    AttemptRow,
+    BudgetHit,
+    DeadLetter,
+    DeadReason,
+    QuarantineRow,
+    RecordRow,
+)
+from crawlfleet.policy.traps import url_pattern
 
 __all__ = ["SqlInsights"]
 
@@ -63,6 +72,18 @@ class SqlInsights(ABC):
     @abstractmethod
     async def _job_id(self, name: str) -> int:
         """The id of the job named ``name`` (``UsageError`` if there is none)."""
+
+    async def budget_hits(self, job: str) -> list[BudgetHit]:
+        hits: Counter[tuple[str, str]] = Counter()
+        for error, url, domain, n in await self._all("budget_traps", await self._job_id(job)):
+            if error is not None:  # a dead(trap) row: "trap: RULE"
+                rule = error.removeprefix("trap: ")
+                hits[rule, domain if rule == "host_budget" else url_pattern(url)] += n
+                continue
+            domain, rule, pattern = url.split("\t", 2)  # a count: domain<TAB>rule<TAB>pattern
+            if rule in ("host_budget", "pattern_budget"):
+                hits[rule, domain if rule == "host_budget" else pattern] += n
+        return [BudgetHit(rule, key, n) for (rule, key), n in hits.most_common()]
 
     async def is_finished(self, job: str) -> bool:
         return await self._one("unfinished", await self._job_id(job)) is None

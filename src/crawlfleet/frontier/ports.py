@@ -78,6 +78,7 @@ from crawlfleet.frontier.outbox import (
 )
 from crawlfleet.model import (
     KINDS,
+    BudgetHit,
     Completion,
     DeadLetter,
     DeadReason,
@@ -539,6 +540,10 @@ class Insights(Protocol):
     ) -> list[DeadLetter]: ...
 
     async def dead_letter(self, request_id: int) -> DeadLetter | None: ...
+
+    async def budget_hits(self, job: str) -> list[BudgetHit]:
+        """The host and URL-shape budgets the job ran into, most URLs refused first."""
+        ...
 
     async def job_activity(self, job: str) -> JobActivity:
         """When the job last finished a request, its dead letters by reason, who holds its

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from crawlfleet.errors import StoreError, UsageError
 from crawlfleet.local.output import RecordTail, finish_output, open_tail
-from crawlfleet.model import JobState, JobStats, Run
+from crawlfleet.model import BudgetHit, JobState, JobStats, Run
 from crawlfleet.policy.stopping import Stop, StopSignals
 
 if TYPE_CHECKING:
@@ -121,12 +121,20 @@ class CrawlReport:
     failure: str | None = None  # why the crawl counts as failed (exit code 1)
     #: this run's spider errors, the first few distinct ones: (error, pages, a page's URL)
     parse_error_samples: list[tuple[str, int, str]] = field(default_factory=list)
+    #: the host and URL-shape budgets the job ran into (exit code 3: pages were left out)
+    budget_hits: list[BudgetHit] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
         if self.interrupted:
             return 130
-        return 1 if self.failure else 0
+        if self.failure:
+            return 1
+        return BUDGET_EXIT if self.budget_hits else 0
+
+
+#: ``crawl``'s exit code for a crawl that finished but left URLs out for a budget
+BUDGET_EXIT = 3
 
 
 def is_finished(stats: JobStats) -> bool:
@@ -217,6 +225,7 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
         after = await store.job_activity(name)
         _account(report, counted_from, after, plan.max_error_rate)
         report.parse_error_samples = await _parse_error_samples(store, name, report.parse_errors)
+        report.budget_hits = await store.budget_hits(name)
         report.removed = removed
         report.resumed = plan.recrawl and started is None and not report.nothing_to_do
         if not report.interrupted:

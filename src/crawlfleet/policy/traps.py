@@ -15,6 +15,8 @@ from functools import lru_cache
 from typing import Final
 from urllib.parse import urlsplit
 
+from crawlfleet.model import Default
+
 __all__ = [
     "TRAP_SAMPLE",
     "TrapRules",
@@ -44,6 +46,20 @@ class TrapRules:
     pattern_budget: int | None = None
     #: most new links one page may add to the crawl; the rest are dropped, counted and logged
     max_links_per_page: int | None = None
+
+
+#: guards that always hold: a spider's None leaves them at their setting
+ALWAYS_LIMITED: Final = frozenset({"max_url_length", "max_repeated_segments"})
+
+
+def spider_overrides(own: Mapping[str, int | Default | None]) -> dict[str, int | None]:
+    """The trap guards a spider sets itself: those not left at :data:`~crawlfleet.model.DEFAULT`
+    (None: no limit, except for the :data:`ALWAYS_LIMITED` ones, where it means the default)."""
+    return {
+        k: v
+        for k, v in own.items()
+        if not isinstance(v, Default) and not (v is None and k in ALWAYS_LIMITED)
+    }
 
 
 def _path_segments(url: str) -> list[str]:

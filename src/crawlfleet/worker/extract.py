@@ -38,7 +38,7 @@ from crawlfleet.data.validate import (
 from crawlfleet.errors import ParseError, TooComplex, TooManyItems
 from crawlfleet.model import Job, NewRequest, QuarantineRow, RecordRow
 from crawlfleet.policy.fetchers import DOMAIN, fetcher_for, probe_down_every
-from crawlfleet.policy.traps import TrapRules, check_url, page_type
+from crawlfleet.policy.traps import TrapRules, check_url, page_type, spider_overrides
 from crawlfleet.request import STORED
 from crawlfleet.response import Response
 from crawlfleet.routes.pools import unknown_pool
@@ -103,7 +103,8 @@ def trap_rules(spider_cls: type[Spider], settings: Settings | None = None) -> Tr
         "max_links_per_page": spider_cls.max_links_per_page,
     }
     if settings is None:
-        return TrapRules(**{k: v for k, v in own.items() if v is not None})
+        # (never None for the always-limited guards: spider_overrides leaves them out then)
+        return TrapRules(**spider_overrides(own))  # type: ignore[arg-type]
     return settings.trap_rules(**own)
 
 

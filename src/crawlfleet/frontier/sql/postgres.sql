@@ -974,6 +974,16 @@ SELECT domain, count(*)::int, max(last_error) FROM requests
 WHERE job_id = $1 AND state = 'queued' AND last_error LIKE 'robots.txt unreachable (%'
 GROUP BY domain ORDER BY count(*) DESC, domain LIMIT 5;
 
+-- name: budget_traps
+-- the requests a host or URL-shape budget refused: the dead(trap) rows of a budget (their URLs:
+-- a sample per rule) and the counts past the sample (``domain<TAB>rule<TAB>pattern`` keys)
+SELECT last_error, url, domain, 1 FROM requests
+WHERE job_id = $1 AND state = 'dead' AND dead_reason = 'trap'
+  AND last_error IN ('trap: host_budget', 'trap: pattern_budget')
+UNION ALL
+SELECT NULL, key, NULL, used FROM budgets
+WHERE job_id = $1 AND kind = 'trap_dropped';
+
 -- name: traps_by_domain
 -- the traps (the dead(trap) rows plus those only counted, past their rule's sample) and the rows
 SELECT domain, sum(n)::int, sum(kept)::int FROM (
