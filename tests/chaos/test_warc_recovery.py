@@ -67,34 +67,27 @@ def test_kill_9_mid_file__the_next_worker_closes_it_and_every_records_warc_file_
 
 
 def test_warc_recover_command__closes_what_no_writer_holds_one_line_errors(tmp_path: Path) -> None:
-    from crawlfleet.data.warc import WarcWriter
+    from crawlfleet.data.warc import WarcRef, WarcWriter
+
+    def page(writer: WarcWriter, url: str, body: bytes) -> WarcRef:
+        ref = writer.write(
+            url=url,
+            method="GET",
+            request_headers=[],
+            status=200,
+            reason="OK",
+            http_version="1.1",
+            response_headers=[],
+            body=body,
+            fetched_at=0.0,
+        )
+        writer.flush()
+        return ref
 
     writer = WarcWriter(tmp_path, prefix="live")  # a live writer: its file is locked
-    writer.write(
-        url="http://x.test/",
-        method="GET",
-        request_headers=[],
-        status=200,
-        reason="OK",
-        http_version="1.1",
-        response_headers=[],
-        body=b"hello",
-        fetched_at=0.0,
-    )
-    writer.flush()
+    page(writer, "http://x.test/", b"hello")
     dead = WarcWriter(tmp_path / "dead", prefix="dead")
-    ref = dead.write(
-        url="http://x.test/a",
-        method="GET",
-        request_headers=[],
-        status=200,
-        reason="OK",
-        http_version="1.1",
-        response_headers=[],
-        body=b"a page",
-        fetched_at=0.0,
-    )
-    dead.flush()
+    ref = page(dead, "http://x.test/a", b"a page")
     opened = tmp_path / "dead" / (ref.file + ".open")
     (tmp_path / (ref.file + ".open")).write_bytes(opened.read_bytes() + b"\x1f\x8b cut off")
     try:

@@ -76,11 +76,10 @@ class SqlInsights(ABC):
     async def budget_hits(self, job: str) -> list[BudgetHit]:
         hits: Counter[tuple[str, str]] = Counter()
         for error, url, domain, n in await self._all("budget_traps", await self._job_id(job)):
-            if error is not None:  # a dead(trap) row: "trap: RULE"
-                rule = error.removeprefix("trap: ")
-                hits[rule, domain if rule == "host_budget" else url_pattern(url)] += n
-                continue
-            domain, rule, pattern = url.split("\t", 2)  # a count: domain<TAB>rule<TAB>pattern
+            if error is not None:  # a dead(trap) row: "trap: RULE", its URL
+                rule, pattern = error.removeprefix("trap: "), url_pattern(url)
+            else:  # a count past the sample: domain<TAB>rule<TAB>pattern
+                domain, rule, pattern = url.split("\t", 2)
             if rule in ("host_budget", "pattern_budget"):
                 hits[rule, domain if rule == "host_budget" else pattern] += n
         return [BudgetHit(rule, key, n) for (rule, key), n in hits.most_common()]
