@@ -120,6 +120,10 @@ class RobotsCache:
 
     async def allowed(self, url: str) -> bool:
         """True if robots.txt lets our user agent fetch ``url``."""
+        if url.startswith(("http://", "https://")):
+            known = self.cached_verdict(url)  # a fresh entry: no URL parsed, nothing awaited
+            if known is not None:
+                return known
         parsed = URL(url)
         if parsed.scheme not in ("http", "https"):
             return True  # robots.txt governs http(s) only; the fetcher refuses the rest
