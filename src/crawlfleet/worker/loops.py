@@ -128,6 +128,7 @@ class Worker:
         self._job_names: tuple[float, list[str]] = (-JOB_LIST_TTL, [])
         self._held: dict[int, Lease] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._releases: set[asyncio.Future[set[int]]] = set()  # give-backs on their way
         self._task_of: dict[int, asyncio.Task[None]] = {}  # lease id -> its handler
         self._pending = _Pending()
         self._has_pending = asyncio.Event()  # wakes the reporter
@@ -191,6 +192,8 @@ class Worker:
                 with suppress(asyncio.CancelledError):
                     await task
             await self._flush()
+            if self._releases:  # give-backs of cancelled attempts reach the store first
+                await asyncio.wait(self._releases, timeout=self.grace)
             await self.contexts.close()
             await self._save_stats(stopped=True)  # the last counts: the fleet's totals are exact
         if self._fatal is not None:
@@ -316,7 +319,7 @@ class Worker:
     async def _start_all(self, leases: Sequence[Lease]) -> None:
         if leases and self._fault is not None:  # leased by a call on its way when it began
             with suppress(StoreError):
-                await self.frontier.release([lease.ref for lease in leases])
+                await self._release([lease.ref for lease in leases])
             return
         if leases:
             self.events.emit(Leased(len(leases)))
@@ -361,12 +364,15 @@ class Worker:
 
     async def _abandon(self, lease: Lease) -> None:
         """Give back the lease of a crashed attempt (the request runs again elsewhere), or
-        stop holding it when even that fails (then it expires and is rescued)."""
-        self._held.pop(lease.id, None)
+        stop holding it when even that fails (then it expires and is rescued). It is held
+        until the give-back returns: a local fault that begins meanwhile (and cancels this
+        attempt) gives it back with the others."""
         try:
-            await self.frontier.release([lease.ref])
+            await self._release([lease.ref])
         except Exception as exc:  # the lease expires: nothing is lost
             log.warning("could not give back %s: %s", describe(lease), _line(exc))
+        finally:
+            self._held.pop(lease.id, None)
 
     def _settle(self, rt: JobRuntime, verdict: Completion | Failure) -> None:
         """Queue the verdict for the reporter (none while a local fault holds: its lease was
@@ -383,8 +389,23 @@ class Worker:
 
     async def _give_back(self, lease: Lease) -> None:
         """Release ``lease`` unfetched (no attempt used) and stop holding it."""
-        await self.frontier.release([lease.ref])
-        self._held.pop(lease.id, None)
+        try:
+            await self._release([lease.ref])
+        finally:
+            self._held.pop(lease.id, None)
+
+    async def _release(self, refs: list[LeaseRef]) -> None:
+        """Give ``refs`` back to the queue. A cancel of the caller (a local fault cancels every
+        attempt, a drain cut short) does not cut the store call off: cut off, it may never
+        reach the store while its caller has stopped holding the leases, and they would stay
+        leased to nobody until they expire."""
+        if not refs:
+            return
+        call = asyncio.ensure_future(self.frontier.release(refs))
+        self._releases.add(call)
+        call.add_done_callback(_settled_release)
+        call.add_done_callback(self._releases.discard)
+        await asyncio.shield(call)
 
     # -- local faults ---------------------------------------------------------------------------
 
@@ -401,10 +422,11 @@ class Worker:
                 task.cancel()
         self._pending = _Pending()  # their WARC data may not be durable: fetched again
         self.contexts.forget_sent()  # links of pages never reported must be sent again
+        # every lease still held, those of attempts giving theirs back right now included
         refs = [lease.ref for lease in self._held.values()]
         self._held.clear()
         with suppress(StoreError):
-            await self.frontier.release(refs)
+            await self._release(refs)
         log.error(
             "worker %s stopped leasing: %s (a fault of this machine, not of the pages); "
             "%d leases given back, looking for room every %.0f s",
@@ -695,6 +717,12 @@ def gathers(held: int, pending: int) -> bool:
     with little in flight (a chain of pages, a polite domain) reports each page at once; a busy
     one reports a share of its window at a time."""
     return held > GATHER_ABOVE and pending < max(GATHER_ABOVE // 4, held // 4)
+
+
+def _settled_release(call: asyncio.Future[set[int]]) -> None:
+    """Retrieve the outcome of a give-back whose caller was cancelled (its lease expires)."""
+    if not call.cancelled() and (exc := call.exception()) is not None:
+        log.debug("could not give back leases: %s", _line(exc))
 
 
 def _contained(completion: Completion, exc: BaseException) -> Completion:
