@@ -39,6 +39,9 @@ RULES: Final = (
     "block_rate",
     "validation_failure_rate",
 )
+#: the value of a ``worker_local_fault`` alert: what failed the worker
+MACHINE_FAULT: Final = 1.0  # its machine: a full disk, no file descriptors left
+RAW_STORE_FAULT: Final = 2.0  # its raw store (an object store) away or refusing
 #: recent (decayed) attempts a domain needs before its block rate can alert: a lone block is not
 MIN_RECENT_ATTEMPTS: Final = 10.0
 #: records a job's spider must have produced before its validation failure rate can alert
@@ -82,9 +85,14 @@ class Alert:
                 f"(over {self.threshold:.1%})"
             )
         if self.rule == "worker_local_fault":
+            what = (
+                "its raw store is away; WARC files wait in its spool"
+                if self.value == RAW_STORE_FAULT
+                else "disk full or out of files"
+            )
             return (
-                f"worker {self.subject} stopped leasing: a local fault (disk full or out of "
-                "files); its leases were given back"
+                f"worker {self.subject} stopped leasing: a local fault ({what}); its leases "
+                "were given back"
             )
         if self.rule == "worker_stale":
             return (
@@ -113,6 +121,7 @@ def evaluate(
     ready: int = 0,
     workers_alive: int = 0,
     local_faults: Iterable[str] = (),
+    raw_store_down: Iterable[str] = (),
     stale: Iterable[tuple[str, float]] = (),
     alive_after: float = 30.0,
 ) -> list[Alert]:
@@ -121,14 +130,19 @@ def evaluate(
     ``oldest``: ``(subject, seconds)`` per job and domain; ``blocks``: ``(domain, blocked share,
     recent attempts)``; ``validation``: ``(job, failure share, records produced)``; ``ready``:
     requests ready to run in running jobs; ``workers_alive``: workers heard of lately;
-    ``local_faults``: the live workers that stopped leasing for a fault of their own machine;
+    ``local_faults``: the live workers that stopped leasing for a fault of their own machine
+    (``raw_store_down``: those of them whose fault is their raw store);
     ``stale``: ``(worker, seconds silent)`` of the workers that fell silent without stopping
     (``alive_after``: the silence after which a worker is no longer alive).
     """
     out: list[Alert] = []
     if ready > 0 and workers_alive == 0:
         out.append(Alert("no_worker_alive", "fleet", float(ready), 0.0))
-    out += [Alert("worker_local_fault", worker, 1.0, 0.0) for worker in local_faults]
+    raw = set(raw_store_down)
+    out += [
+        Alert("worker_local_fault", w, RAW_STORE_FAULT if w in raw else MACHINE_FAULT, 0.0)
+        for w in local_faults
+    ]
     out += [Alert("worker_stale", worker, silent, alive_after) for worker, silent in stale]
     out += [
         Alert("oldest_queued_age", subject, age, rules.oldest_age)

@@ -325,6 +325,7 @@ def build_overview(
         ready=ready,
         workers_alive=ov.workers_alive,
         local_faults=[w.stats.worker for w in ov.workers if w.alive and w.gauge("local_fault")],
+        raw_store_down=[w.stats.worker for w in ov.workers if w.gauge("raw_store_down")],
         stale=[(w.stats.worker, w.silent) for w in ov.workers_stale],
         alive_after=alive_after,
     )

@@ -34,7 +34,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from crawlfleet.config import Settings
-from crawlfleet.errors import StoreError, WorkerStopped
+from crawlfleet.errors import RawStoreUnavailable, StoreError, WorkerStopped
 from crawlfleet.events import EventBus, Leased, LeasesLost
 from crawlfleet.frontier.ports import Frontier, WorkerStats
 from crawlfleet.frontier.upkeep import UPKEEP_EVERY
@@ -64,7 +64,7 @@ REPORT_RETRY = 1.0
 GATHER_ABOVE = 16
 #: results in a row the store refused for a bug (not an outage) before the worker stops itself
 REFUSALS_TO_STOP = 3
-#: seconds between two looks for room of a worker stopped by a local fault (disk full)
+#: seconds between two looks of a worker stopped by a local fault (disk full, raw store away)
 FAULT_PROBE_EVERY = 2.0
 
 
@@ -140,6 +140,7 @@ class Worker:
         self._refused_in_row = 0  # results the store refused for a bug since the last it took
         self._fatal: WorkerStopped | None = None  # why this worker stopped itself
         self._fault: str | None = None  # the local fault (disk full) it waits out, if any
+        self._fault_raw = False  # that fault is its raw store's (away), not its disk's
         self._fault_since = 0.0
         self._last_pages = (time.monotonic(), 0.0)  # for the pages/s of a report
 
@@ -213,8 +214,10 @@ class Worker:
         last = -IDLE_LEASE_GAP
         while not self._stopping.is_set():
             loop = asyncio.get_running_loop()
+            if self._fault is None and (away := self.contexts.raw_fault()) is not None:
+                await self._local_fault(away)
             if self._fault is not None:
-                await self._look_for_room()
+                await self._wait_out_fault()
                 continue
             if self._free() <= 0 or self._pending or self._reporting:
                 # full, or a report is on its way and leases for us: wait for it
@@ -409,13 +412,14 @@ class Worker:
 
     # -- local faults ---------------------------------------------------------------------------
 
-    async def _local_fault(self, exc: OSError) -> None:
-        """This machine is out of something (disk, files): stop leasing, give back every lease
-        (unfetched: no attempt counts), say so once, raise the alert; :meth:`_look_for_room`
-        resumes."""
+    async def _local_fault(self, exc: OSError | RawStoreUnavailable) -> None:
+        """This machine is out of something (disk, files) or its raw store is away: stop
+        leasing, give back every lease (unfetched: no attempt counts), say so once, raise the
+        alert; :meth:`_wait_out_fault` resumes."""
         if self._fault is not None:
             return
         self._fault, self._fault_since = _line(exc), time.monotonic()
+        self._fault_raw = isinstance(exc, RawStoreUnavailable)
         me = asyncio.current_task()
         for task in list(self._tasks):
             if task is not me:
@@ -428,8 +432,8 @@ class Worker:
         with suppress(StoreError):
             await self._release(refs)
         log.error(
-            "worker %s stopped leasing: %s (a fault of this machine, not of the pages); "
-            "%d leases given back, looking for room every %.0f s",
+            "worker %s stopped leasing: %s (a fault of this worker's, not of the pages'); "
+            "%d leases given back, looking again every %.0f s",
             self.worker_id,
             self._fault,
             len(refs),
@@ -438,12 +442,13 @@ class Worker:
         await self._save_stats()  # the gauge, and so the alert of status, at once
         await self._notify_fault()
 
-    async def _look_for_room(self) -> None:
-        """Wait, then probe the WARC directories; with room again, new WARC writers (the
-        broken files recovered under the names their records carry) and leasing again."""
+    async def _wait_out_fault(self) -> None:
+        """Wait, then look again: room in the WARC directories (a probe written and synced)
+        and the raw stores answering (their uploaders ask them). With both, new WARC writers
+        (the broken files recovered under the names their records carry) and leasing again."""
         with suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), FAULT_PROBE_EVERY)
-        if self._stopping.is_set():
+        if self._stopping.is_set() or self.contexts.raw_fault() is not None:
             return
         if await asyncio.to_thread(has_room, self.contexts.warc_directories()) is not None:
             return
@@ -451,19 +456,20 @@ class Worker:
         # again: a cancelled attempt's parse may have gone on in its thread meanwhile
         self.contexts.forget_sent()
         log.warning(
-            "worker %s leases again: room on its disk after %.0f s (%d WARC files closed)",
+            "worker %s leases again after %.0f s: %s (%d WARC files closed)",
             self.worker_id,
             time.monotonic() - self._fault_since,
+            "its raw store answers" if self._fault_raw else "room on its disk",
             len(recovered),
         )
-        self._fault = None
+        self._fault, self._fault_raw = None, False
         await self._save_stats()
 
     async def _notify_fault(self) -> None:
         """The ``worker_local_fault`` alert through the notification outbox (webhooks, Slack,
         mail: the destinations that take alerts), once per fault."""
         from crawlfleet.frontier.outbox import OutboxEvent
-        from crawlfleet.monitor.alerts import Alert
+        from crawlfleet.monitor.alerts import MACHINE_FAULT, RAW_STORE_FAULT, Alert
         from crawlfleet.notify.destinations import destinations
         from crawlfleet.notify.payloads import dumps, fleet_alert_body
 
@@ -471,11 +477,12 @@ class Worker:
         if not dests:
             return
         now = time.time()
-        alert = Alert("worker_local_fault", self.worker_id, 1.0, 0.0)
+        what = RAW_STORE_FAULT if self._fault_raw else MACHINE_FAULT
+        alert = Alert("worker_local_fault", self.worker_id, what, 0.0)
         key = f"alert:fleet:worker_local_fault:{self.worker_id}:{int(now)}"
         message = f"{alert.message} ({self._fault})"
         body = fleet_alert_body(
-            key, alert.rule, self.worker_id, message, value=1.0, threshold=0.0, at=now
+            key, alert.rule, self.worker_id, message, value=what, threshold=0.0, at=now
         )
         event = OutboxEvent(
             key, "alert", dumps(body), dests, None, None, self.settings.notify.tries
@@ -483,7 +490,7 @@ class Worker:
         try:
             await self.frontier.emit([event])
         except StoreError as exc:
-            log.warning("could not queue the disk alert: %s", exc)
+            log.warning("could not queue the local fault alert: %s", exc)
 
     # -- reporting ------------------------------------------------------------------------------
 
@@ -573,7 +580,11 @@ class Worker:
         await self.contexts.flush()
         await self.identities.flush()  # cookies learnt, sessions retired: for the whole fleet
         # the slots these requests free are leased again in the same transaction
-        stopped = self._stopping.is_set() or self._fault is not None
+        stopped = (
+            self._stopping.is_set()
+            or self._fault is not None
+            or self.contexts.raw_fault() is not None  # the lease loop stops for it next
+        )
         ask = 0 if stopped else min(self._free(), self.settings.lease_batch)
         jobs = await self._lease_jobs() if ask else None
         if jobs is not None and not jobs:
@@ -682,7 +693,10 @@ class Worker:
         now, pages = time.monotonic(), self.metrics.pages_total()
         self._last_pages = (now, pages)
         gauges = self.metrics.sample_gauges(
-            in_flight=len(self._tasks), leases_held=len(self._held), local_fault=bool(self._fault)
+            in_flight=len(self._tasks),
+            leases_held=len(self._held),
+            local_fault=bool(self._fault),
+            raw_store_down=self._fault_raw,
         )
         gauges["pages_per_second"] = (pages - before) / (now - at) if now > at else 0.0
         if stopped:
