@@ -84,15 +84,16 @@ def response_ids(data: bytes) -> Counter[str]:
     )
 
 
+@pytest.mark.parametrize("when", ["mid-crawl", "at-start"])
 def test_raw_store_away__worker_gives_leases_back_alerts_and_resumes_when_it_answers(
-    tmp_path: Path,
+    tmp_path: Path, when: str
 ) -> None:
-    catalog = Catalog(250)
+    catalog = Catalog(150)
     with (
         moto_server() as moto,
         cuttable(moto) as proxy,
         new_store("postgres", tmp_path) as store,
-        demo_shop("--products", "250", "--slow", "1.0", "--slow-delay", "0.1") as base,
+        demo_shop("--products", "150", "--slow", "1.0", "--slow-delay", "0.1") as base,
     ):
         client = boto3.client(
             "s3",
@@ -114,6 +115,8 @@ def test_raw_store_away__worker_gives_leases_back_alerts_and_resumes_when_it_ans
         spider = spider_file(tmp_path / "shop.py", base, domain_concurrency=2)
         submitted = run(["submit", str(spider), "--queue", store.url, "--job", JOB], tmp_path)
         assert submitted.returncode == 0, submitted.stderr
+        if when == "at-start":  # a worker (re)started during the outage waits for the store
+            proxy.cut()
         worker = start(
             ["worker", "--queue", store.url, "--job", JOB, "--exit-when-finished"], tmp_path, **env
         )
@@ -121,8 +124,9 @@ def test_raw_store_away__worker_gives_leases_back_alerts_and_resumes_when_it_ans
         leased = "SELECT count(*) FROM requests WHERE state = 'leased'"
         down = "SELECT gauges FROM worker_stats WHERE strpos(gauges, 'raw_store_down') > 0"
         with reaped(worker):
-            wait_for(lambda: objects(client), 60, "a first WARC file uploaded")
-            proxy.cut()
+            if when == "mid-crawl":
+                wait_for(lambda: objects(client), 60, "a first WARC file uploaded")
+                proxy.cut()
             cut_at_done = store.value(done)
             wait_for(lambda: store.rows(down), 60, "the worker to report its raw store away")
             wait_for(lambda: store.value(leased) == 0, 30, "every lease given back")
@@ -132,7 +136,7 @@ def test_raw_store_away__worker_gives_leases_back_alerts_and_resumes_when_it_ans
             status = run(["status", "--queue", store.url], tmp_path)
             assert worker.poll() is None, "the worker exited with its raw store away"
             proxy.restore()
-            err = finish(worker, 180)
+            err = finish(worker, 300)
         out = tmp_path / "records.jsonl"
         exported = run(
             ["export", "--queue", store.url, "--job", JOB, "--provenance", "-o", str(out)],
@@ -148,9 +152,8 @@ def test_raw_store_away__worker_gives_leases_back_alerts_and_resumes_when_it_ans
     assert worker.returncode == 0, err[-3000:]
     assert cut_at_done < len(catalog.expected_records()), "the store went away mid-crawl"
     assert (held, after) == (0, during), "leases held or pages done while the store was away"
-    assert "stopped leasing: RawStoreUnavailable: raw store s3://chaos-raw/run is away" in err, err[
-        -3000:
-    ]
+    away = "stopped leasing: RawStoreUnavailable: raw store s3://chaos-raw/run is away"
+    assert away in err, err[-3000:]
     assert err.count("stopped leasing") == err.count("leases again") >= 1, err[-3000:]
     assert "its raw store answers" in err, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
@@ -183,20 +186,22 @@ def _write_page(warc: Any) -> tuple[str, str]:
     return str(ref.file), str(ref.record_id)
 
 
-def test_s3_store__notices_the_store_away_idle_or_uploading_and_back_and_loses_no_file(
+def test_s3_store__notices_the_store_away_idle_uploading_or_at_start_and_back_losing_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from crawlfleet.data.rawstore import S3Location, S3Store
+    from crawlfleet.errors import StoreError
 
     for key, value in AWS_ENV.items():
         monkeypatch.setenv(key, value)
     with moto_server() as moto, cuttable(moto) as proxy:
         client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{moto}")
         client.create_bucket(Bucket=BUCKET)
+        endpoint = f"http://127.0.0.1:{proxy.port}"
         store = S3Store(
             S3Location.parse(f"s3://{BUCKET}/raw"),
             tmp_path / "spool",
-            f"http://127.0.0.1:{proxy.port}",
+            endpoint,
             poll=0.05,
             probe_every=0.5,
         )
@@ -218,6 +223,19 @@ def test_s3_store__notices_the_store_away_idle_or_uploading_and_back_and_loses_n
             wait_for(lambda: store.fault is None and store.uploaded == 1, 30, "the upload")
         finally:
             store.close()
+        proxy.cut()  # at start: a worker's open waits for the store, a one-shot check refuses
+        waiting = S3Store(S3Location.parse(f"s3://{BUCKET}/raw"), tmp_path / "spool", endpoint)
+        waiting.open(wait=True)
+        try:
+            assert waiting.fault is not None
+            with pytest.raises(StoreError, match="cannot use raw store"):
+                S3Store(S3Location.parse(f"s3://{BUCKET}/raw"), tmp_path / "s2", endpoint).open()
+            proxy.restore()
+            wait_for(lambda: waiting.fault is None, 30, "the store noticed at last")
+        finally:
+            waiting.close()
+        with pytest.raises(StoreError, match=r"\(404\) when calling the HeadBucket"):
+            S3Store(S3Location.parse("s3://no-such/raw"), tmp_path / "s3", endpoint).open(wait=True)
         stored = objects(client)
         client.close()
     assert response_ids(stored[f"s3://{BUCKET}/raw/{name}"])[record] == 1

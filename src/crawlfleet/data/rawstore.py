@@ -61,7 +61,11 @@ PROBE_EVERY = 10.0
 class RawStore(Protocol):
     """A raw store: hands out WARC writers and names where their files end up."""
 
-    def open(self) -> None: ...
+    def open(self, *, wait: bool = False) -> None:
+        """Get ready (an error when the store cannot work). ``wait``: a store that does not
+        answer now is no error; :attr:`fault` says so until it does."""
+        ...
+
     def writer(self, prefix: str, *, max_size: int, gzip_level: int) -> WarcWriter: ...
     def locate(self, file: str) -> str:
         """What a record's provenance calls the WARC file ``file`` (a writer's base name)."""
@@ -125,7 +129,7 @@ class DirectoryStore:
     def __repr__(self) -> str:
         return f"<DirectoryStore {self.directory}>"
 
-    def open(self) -> None:
+    def open(self, *, wait: bool = False) -> None:
         """Close the WARC files dead writers left open (see :func:`recovered`)."""
         recovered(self.directory)
 
@@ -177,9 +181,11 @@ class S3Store:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def open(self) -> None:
+    def open(self, *, wait: bool = False) -> None:
         """Connect and check the bucket (one clear error if it is missing or not allowed); the
-        WARC files dead writers left open in the spool are closed, then uploaded with the rest."""
+        WARC files dead writers left open in the spool are closed, then uploaded with the rest.
+        ``wait`` (a worker): a store that does not answer (unreachable, cut, a 5xx) is no error,
+        :attr:`fault` says so until it does; a refusal (4xx: no bucket, not allowed) still is."""
         self.spool.mkdir(parents=True, exist_ok=True)
         recovered(self.spool)
         if self._client is None:
@@ -187,7 +193,9 @@ class S3Store:
         try:
             self._client.head_bucket(Bucket=self.location.bucket)
         except Exception as exc:  # botocore's errors share no useful base class
-            raise StoreError(f"cannot use raw store {self.location}: {_line(exc)}") from None
+            if not wait or _refused(exc):
+                raise StoreError(f"cannot use raw store {self.location}: {_line(exc)}") from None
+            self._fault = RawStoreUnavailable(f"raw store {self.location} is away: {_line(exc)}")
         self._answered = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="raw-uploader", daemon=True)
         self._thread.start()
@@ -330,6 +338,14 @@ def _make_client(endpoint: str) -> Any:
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10)
     return boto3.client("s3", endpoint_url=endpoint or None, region_name=region, config=config)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether the store answered ``exc`` with a refusal of the request itself (HTTP 4xx: no
+    such bucket, access denied): a configuration to fix, not an outage to wait out."""
+    response = getattr(exc, "response", None)  # botocore's ClientError
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") if response else None
+    return isinstance(status, int) and 400 <= status < 500
 
 
 def _line(exc: BaseException) -> str:

@@ -229,11 +229,14 @@ class JobContexts:
         return fetcher
 
     async def raw_store(self, s: Settings) -> RawStore:
-        """The raw store ``s`` names, opened once per worker (spiders may name their own)."""
+        """The raw store ``s`` names, opened once per worker (spiders may name their own); one
+        that does not answer yet opens with its :attr:`~crawlfleet.data.rawstore.RawStore.fault`
+        set (:meth:`raw_fault`)."""
         store = self._raw.get(s.raw)
         if store is None:
             store = open_raw_store(s.raw, s3_endpoint=s.s3_endpoint, spool=s.raw_spool)
-            await asyncio.to_thread(store.open)
+            # a store away now is waited out (the worker's local fault), a refusal stops it
+            await asyncio.to_thread(store.open, wait=True)
             self._raw[s.raw] = store
         return store
 
