@@ -50,6 +50,8 @@ __all__ = [
     "CrawlView",
     "crawl",
     "is_finished",
+    "progress_word",
+    "state_fields",
     "worker_pool",
 ]
 
@@ -152,6 +154,36 @@ def is_finished(stats: JobStats) -> bool:
     if stats.state is JobState.CANCELLED:
         return stats.leased == 0
     return stats.finished
+
+
+def progress_word(state: JobState, done: bool) -> str:
+    """One word (or two) for a job: what workers do with it, and whether it is done."""
+    if state is JobState.RUNNING:
+        return "finished" if done else "running"
+    if state is JobState.PAUSED:
+        return "paused (finished)" if done else "paused"
+    return "cancelled" if done else "cancelled (leases in flight)"
+
+
+def state_fields(stats: JobStats) -> dict[str, object]:
+    """A job's state as ``status --json`` and ``/api/jobs`` give it, consistent by construction:
+
+    * ``state``: ``running``, ``finished`` (running, nothing left anywhere in the fleet),
+      ``paused`` or ``cancelled``: never ``running`` beside ``"finished": true``;
+    * ``job_state``: what workers do with it, whether finished or not (``running``, ``paused``,
+      ``cancelled``: what ``jobs pause``, ``resume`` and ``cancel`` set);
+    * ``finished``: :func:`is_finished`;
+    * ``progress``: the status line's word (``paused (finished)``, ``cancelled (leases in
+      flight)``...).
+    """
+    done = is_finished(stats)
+    own = stats.state.value
+    return {
+        "state": "finished" if done and stats.state is JobState.RUNNING else own,
+        "job_state": own,
+        "finished": done,
+        "progress": progress_word(stats.state, done),
+    }
 
 
 # -- the crawl ------------------------------------------------------------------------------------

@@ -138,7 +138,13 @@ class WorkerMetrics:
         self.leases_held = Gauge("crawlfleet_leases_held", "Leases held", registry=r)
         self.local_fault = Gauge(
             "crawlfleet_worker_local_fault",
-            "1 while the worker stopped leasing for a local fault (disk full, out of files)",
+            "1 while the worker stopped leasing for a local fault (disk full, out of files, its "
+            "raw store away)",
+            registry=r,
+        )
+        self.raw_store_down = Gauge(
+            "crawlfleet_worker_raw_store_down",
+            "1 while the worker stopped leasing because its raw store (object store) is away",
             registry=r,
         )
         self.memory = Gauge("crawlfleet_worker_memory_bytes", "Worker process RSS", registry=r)
@@ -201,15 +207,24 @@ class WorkerMetrics:
             of(self.request_attempts, job).observe(e.attempts)
 
     def sample_gauges(
-        self, *, in_flight: int, leases_held: int, local_fault: bool = False
+        self,
+        *,
+        in_flight: int,
+        leases_held: int,
+        local_fault: bool = False,
+        raw_store_down: bool = False,
     ) -> dict[str, float]:
-        """Set the gauges from the worker's state now; returns them (for the report)."""
+        """Set the gauges from the worker's state now; returns them (for the report).
+        ``raw_store_down``: the local fault is the raw store's (away), not the machine's."""
         self.in_flight.set(in_flight)
         self.leases_held.set(leases_held)
         self.local_fault.set(int(local_fault))
+        self.raw_store_down.set(int(raw_store_down))
         gauges: dict[str, float] = {"in_flight": in_flight, "leases_held": leases_held}
         if local_fault:
             gauges["local_fault"] = 1
+        if raw_store_down:
+            gauges["raw_store_down"] = 1
         rss = process_rss()
         if rss is not None:
             self.memory.set(rss)
