@@ -447,3 +447,21 @@ async def test_stats__attempts_histogram_and_average_retry_depth(
     assert dict(stats.attempts_histogram) == {1: 1, 2: 1, 3: 1}
     assert stats.retry_depth_sum == 3
     assert stats.avg_retry_depth == pytest.approx(1.0)
+
+
+async def test_robots_files__one_origins_file_shared_with_its_age(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    assert await frontier.robots_file("http://a.test") is None
+    await frontier.save_robots_file("http://a.test", "ok", "User-agent: *\nDisallow: /x\n")
+    await frontier.save_robots_file("http://b.test:8080", "allow_all", "")
+    clock.advance(30)
+    assert await frontier.robots_file("http://a.test") == (
+        "ok",
+        "User-agent: *\nDisallow: /x\n",
+        pytest.approx(30),
+    )
+    await frontier.save_robots_file("http://a.test", "allow_all", "")  # fetched again: replaced
+    assert await frontier.robots_file("http://a.test") == ("allow_all", "", pytest.approx(0))
+    assert await frontier.robots_file("http://b.test:8080") == ("allow_all", "", pytest.approx(30))
+    assert await frontier.robots_file("http://b.test") is None, "an origin is scheme, host, port"

@@ -200,6 +200,7 @@ class JobContexts:
                 error_recheck=s.robots_recheck,
                 down_recheck=s.host_recheck,
                 climb=climb,
+                shared=self.store,  # one fetch of a host's robots.txt for the whole fleet
             )
             robots = RobotsGate(
                 cache,
