@@ -176,11 +176,11 @@ def test_bad_input__one_line_error_and_nonzero_exit(
     assert len(lines) <= 3, result.stderr
 
 
-def test_one_worker_runs_in_crawls_process__worker_process_in_its_own(tmp_path: Path) -> None:
+def test_in_process__the_worker_runs_in_crawls_process__else_in_its_own(tmp_path: Path) -> None:
     catalog = Catalog(40)
     expected = {r["sku"] for r in catalog.expected_records()}
     with demo_shop("--products", "40") as base:
-        for label, flags in (("inproc", []), ("process", ["--worker-process"])):
+        for label, flags in (("inproc", ["--in-process"]), ("process", [])):
             where = tmp_path / label
             where.mkdir()
             spider = write_spider(where / "shop.py", base)

@@ -34,14 +34,15 @@ if TYPE_CHECKING:
     default=1,
     show_default=True,
     type=click.IntRange(1, 256),
-    help="Local workers: one runs in crawl's own process (see --worker-process), more are "
-    "processes of their own.",
+    help="Local worker processes.",
 )
 @click.option(
-    "--worker-process",
+    "--in-process",
+    "in_process",
     is_flag=True,
-    help="Run even a single worker in a process of its own: a worker that dies hard (killed "
-    "for its memory, a crash in a C library) is then started again instead of ending the crawl.",
+    help="With one worker: run it in crawl's own process (one interpreter's start-up and "
+    "imports instead of two; a worker that dies hard then ends the crawl, which resumes on the "
+    "next crawl).",
 )
 @click.option(
     "--browser-workers",
@@ -115,7 +116,7 @@ def crawl(
     ctx: click.Context,
     spider: str,
     workers: int,
-    worker_process: bool,
+    in_process: bool,
     browser_workers: int,
     output: str | None,
     overwrite_output: str | None,
@@ -155,7 +156,7 @@ def crawl(
             spider,
             settings(ctx, overrides),
             workers=workers,
-            worker_process=worker_process,
+            worker_process=not in_process,
             browser_workers=browser_workers,
             job=job,
             job_settings=job_settings(arg_pairs, job_custom),
@@ -167,7 +168,7 @@ def crawl(
         )
         return await run_plan(plan, options(ctx), pool)
 
-    sys.exit(run(with_workers(workers, options(ctx), go, browser_workers, worker_process)))
+    sys.exit(run(with_workers(workers, options(ctx), go, browser_workers, not in_process)))
 
 
 async def with_workers(
@@ -175,10 +176,10 @@ async def with_workers(
     opts: Options,
     then: Callable[[LocalWorkers], Awaitable[int]],
     browser_workers: int = 0,
-    processes: bool = False,
+    processes: bool = True,
 ) -> int:
     """Start ``n`` workers (and ``browser_workers``) first (processes import while the rest
-    starts; one worker runs in this process unless ``processes``), then ``then``."""
+    starts; one worker runs in this process when not ``processes``), then ``then``."""
     from crawlfleet.local.runner import worker_pool
 
     pool = worker_pool(n, opts.argv(), browser_workers, config=opts.config, processes=processes)

@@ -85,7 +85,7 @@ class CrawlPlan:
     are settings the local workers apply over their own configuration (flags and ``-s``);
     ``worker_argv`` the global options they are started with (``--config``, ``-v``/``-q``),
     ``config`` the settings file an in-process worker reads (``--config``); ``worker_process``
-    keeps a single worker in a process of its own (see :func:`worker_pool`).
+    False runs a single worker in this process (see :func:`worker_pool`).
     """
 
     spider: str
@@ -97,7 +97,7 @@ class CrawlPlan:
     worker_overrides: Mapping[str, Any] = field(default_factory=dict)
     worker_argv: Sequence[str] = ()
     config: str | None = None
-    worker_process: bool = False
+    worker_process: bool = True
     output: Output | None = None
     fresh: bool = False
     recrawl: bool = False  # a finished job starts its next run
@@ -195,13 +195,13 @@ def worker_pool(
     browser_workers: int = 0,
     *,
     config: str | None = None,
-    processes: bool = False,
+    processes: bool = True,
 ) -> LocalWorkers:
-    """The local workers of a crawl, not started yet: one worker runs in this process
-    (:mod:`crawlfleet.local.inproc`) unless ``processes``; more, or browser workers of their
-    own, are processes. Started first (``await pool.start()``), processes import while the
-    coordinator loads the spider and opens the store; they learn the queue and the job from
-    ``go`` (their settings file, ``config``, is the coordinator's)."""
+    """The local workers of a crawl, not started yet: processes, or, with one worker and not
+    ``processes`` (``crawl --in-process``), that worker in this process
+    (:mod:`crawlfleet.local.inproc`). Started first (``await pool.start()``), processes import
+    while the coordinator loads the spider and opens the store; they learn the queue and the
+    job from ``go`` (their settings file, ``config``, is the coordinator's)."""
     if workers == 1 and not browser_workers and not processes:
         from crawlfleet.local.inproc import InProcessWorker
 
