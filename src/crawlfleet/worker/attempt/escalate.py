@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from crawlfleet.errors import TooComplex
-from crawlfleet.model import Failure
+from crawlfleet.model import Failure, NewRequest, Outcome
 from crawlfleet.policy.fetchers import DOMAIN, climbs, higher, rung_above
 from crawlfleet.policy.traps import page_type
 from crawlfleet.worker.attempt.page import page, rendered_body
@@ -94,15 +95,17 @@ class Escalate:
         """A page of a type that is being judged in the browser (another page of it went
         there): fetched again raw once the judgement is in, rather than rendered too, no
         attempt used. If the type needs the browser, it goes there then; if not, it is done
-        raw. So a type costs the browser one page, not every page in flight meanwhile."""
-        if a.output is not None:  # dropped with this attempt: its links must be sendable again
-            a.job.runtime.forget(a.output.discovered)
+        raw. So a type costs the browser one page, not every page in flight meanwhile. The
+        links of the page as it came are queued now (:func:`_raw_links`)."""
+        answered = _answered(a)
         a.outcome = None
         return Failure(
             a.lease.ref,
             "its page type is being judged in the browser",
             retry_at=self.clock() + JUDGE_WAIT,
             count_attempt=False,
+            discovered=_raw_links(a),
+            **answered,
         )
 
     @staticmethod
@@ -171,16 +174,16 @@ class Escalate:
 
     def to_browser(self, a: Attempt, why: str) -> Failure:
         """Send an ``auto`` request to the browser, where its page type is judged; until then,
-        new links of that type are sent there too (this worker's guess, not stored), and pages
-        of it fetched raw meanwhile wait for the judgement (:meth:`wait_for_judgement`)."""
+        pages of that type fetched raw wait for the judgement (:meth:`wait_for_judgement`), and
+        new links of it start raw all the same (a guess pins nothing to the browser). The
+        page's links as it came are queued now (:func:`_raw_links`)."""
         pattern = page_type(a.lease.url)
         rt = a.job.runtime
         key = (a.lease.domain, pattern)
         if key in rt.suspected and key not in rt.page_types and self._may_wait(a.lease.id):
             return self.wait_for_judgement(a)
         rt.suspected.add((a.lease.domain, pattern))
-        if a.output is not None:  # dropped with this attempt: its links must be sendable again
-            rt.forget(a.output.discovered)
+        answered = _answered(a)
         a.outcome = None
         return Failure(
             a.lease.ref,
@@ -188,6 +191,8 @@ class Escalate:
             retry_at=self.clock(),
             count_attempt=False,
             refetch_with="browser",
+            discovered=_raw_links(a),
+            **answered,
         )
 
     @staticmethod
@@ -217,6 +222,35 @@ class Escalate:
         if items > raw_items or links > raw_links + max(2, raw_links // 10):
             return "browser"
         return "http"
+
+
+def _raw_links(a: Attempt) -> list[NewRequest]:
+    """The links the spider found on a page fetched raw that goes to the browser (or waits for
+    its type's judgement there): queued with the failure that sends it on, so the crawl keeps
+    going on the cheaper rung meanwhile rather than stall behind the render. They are links the
+    page has as it arrived, whatever the render adds (its own links, sent with its completion;
+    those already sent are not sent twice). Its records are none: a page with records is never
+    sent to the browser."""
+    out = a.output
+    return [] if out is None else list(out.discovered)
+
+
+def _answered(a: Attempt) -> dict[str, Any]:
+    """What a page fetched raw and sent on (to the browser, or to wait for its type's
+    judgement) tells its lane's pacing: the site answered it, healthy, in this time. Pages that
+    go on teach the pace as those that complete do: were they nothing to it, a crawl whose first
+    pages are judged in the browser would stay at the start-up width until the renders came
+    back (the event's outcome stays None: the page itself is not done)."""
+    result = a.result
+    healthy = a.outcome is Outcome.OK or a.block_reason == "structure:scripts-only"
+    if result is None or not healthy or not 200 <= result.status < 300:
+        return {}
+    return {
+        "outcome": Outcome.OK,
+        "status": result.status,
+        "latency": a.elapsed,
+        "started_at": a.started_at,
+    }
 
 
 def _none_unknown(hrefs: list[str], base: str) -> list[str]:
