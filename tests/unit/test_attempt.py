@@ -29,6 +29,7 @@ from crawlfleet.model import Completion, DeadReason, Failure, Job, JobState, Lea
 from crawlfleet.policy.traps import page_type
 from crawlfleet.spider import Spider
 from crawlfleet.worker.attempt import GiveBack, Pipeline, slot_start
+from crawlfleet.worker.attempt.escalate import JUDGING_AT_ONCE
 from crawlfleet.worker.extract import JobRuntime
 from crawlfleet.worker.jobs import JobContext
 
@@ -611,6 +612,41 @@ async def test_ladder__a_page_sent_to_the_browser_queues_the_links_it_came_with(
         h.job.runtime.page_types[("shop.test", page_type(SITE + "/list/1"))] = "http"
         judged = await h.pipeline.run(h.job, replace(h.lease("/list/3"), fetcher="auto"))
         assert isinstance(judged, Completion) and judged.discovered == []
+    finally:
+        h.job.warc.close()
+
+
+async def test_ladder__a_worker_judges_a_few_page_types_of_a_domain_at_once(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # each page in the browser holds one of the domain's slots while it renders: the pages of
+    # further new types wait their turn (their links queued), and go once a judgement is in
+    h = Harness(tmp_path, clock)
+    try:
+        ladder(h, {"http": listing_handler, "browser": listing_handler})
+        kinds = ["audio", "bath", "books", "pets", "toys"]  # a page type each: /audio/*
+        sent = [
+            await h.pipeline.run(h.job, replace(h.lease(f"/{kind}/list/1"), fetcher="auto"))
+            for kind in kinds[: JUDGING_AT_ONCE + 1]
+        ]
+        assert [isinstance(v, Failure) and v.refetch_with for v in sent] == [
+            *["browser"] * JUDGING_AT_ONCE,
+            None,
+        ]
+        turn = sent[-1]
+        assert isinstance(turn, Failure) and "other page types" in turn.error
+        assert turn.retry_at is not None and turn.retry_at > clock() and not turn.count_attempt
+        # another domain's types are judged meanwhile
+        other = replace(h.lease("/toys/list/1"), domain="other.test", fetcher="auto")
+        away = await h.pipeline.run(h.job, other)
+        assert isinstance(away, Failure) and away.refetch_with == "browser"
+        h.job.runtime.page_types[("shop.test", page_type(SITE + "/audio/list/1"))] = "http"
+        again = await h.pipeline.run(h.job, replace(h.lease(f"/{kinds[2]}/list/2"), fetcher="auto"))
+        assert isinstance(again, Failure) and again.refetch_with == "browser"
+        # a type judged to need the browser waits for no turn
+        h.job.runtime.page_types[("shop.test", page_type(SITE + "/pets/list/1"))] = "browser"
+        known = await h.pipeline.run(h.job, replace(h.lease("/pets/list/1"), fetcher="auto"))
+        assert isinstance(known, Failure) and known.refetch_with == "browser"
     finally:
         h.job.warc.close()
 

@@ -30,6 +30,8 @@ _SCRIPT_SCAN = 256 * 1024
 JUDGE_WAIT = 1.0
 JUDGE_WAITS = 30
 _WAITS_MAX = 10_000
+#: most page types of one domain judged in a worker's browser at once (see _judging_full)
+JUDGING_AT_ONCE = 2
 #: the fetchers of an ``auto`` spider's requests below the top rung: the pipeline judges them
 _ON_THE_LADDER = frozenset({"auto", "impersonate"})
 
@@ -91,17 +93,19 @@ class Escalate:
         self._waits[request] = waited + 1
         return True
 
-    def wait_for_judgement(self, a: Attempt) -> Failure:
+    def wait_for_judgement(self, a: Attempt, why: str | None = None) -> Failure:
         """A page of a type that is being judged in the browser (another page of it went
         there): fetched again raw once the judgement is in, rather than rendered too, no
         attempt used. If the type needs the browser, it goes there then; if not, it is done
-        raw. So a type costs the browser one page, not every page in flight meanwhile. The
-        links of the page as it came are queued now (:func:`_raw_links`)."""
+        raw. So a type costs the browser one page, not every page in flight meanwhile. A page
+        of a type not judged yet waits the same way for its turn while the browser judges
+        other types of its domain (:func:`_judging_full`; ``why`` says so). The links of the
+        page as it came are queued now (:func:`_raw_links`)."""
         answered = _answered(a)
         a.outcome = None
         return Failure(
             a.lease.ref,
-            "its page type is being judged in the browser",
+            why or "its page type is being judged in the browser",
             retry_at=self.clock() + JUDGE_WAIT,
             count_attempt=False,
             discovered=_raw_links(a),
@@ -180,8 +184,11 @@ class Escalate:
         pattern = page_type(a.lease.url)
         rt = a.job.runtime
         key = (a.lease.domain, pattern)
-        if key in rt.suspected and key not in rt.page_types and self._may_wait(a.lease.id):
-            return self.wait_for_judgement(a)
+        if key not in rt.page_types:  # to be judged: by a page in the browser now, or next
+            turn = key in rt.suspected or _judging_full(a)
+            if turn and self._may_wait(a.lease.id):
+                why = None if key in rt.suspected else "other page types of its site are judged"
+                return self.wait_for_judgement(a, why)
         rt.suspected.add((a.lease.domain, pattern))
         answered = _answered(a)
         a.outcome = None
@@ -222,6 +229,21 @@ class Escalate:
         if items > raw_items or links > raw_links + max(2, raw_links // 10):
             return "browser"
         return "http"
+
+
+def _judging_full(a: Attempt) -> bool:
+    """Whether this worker's browser is judging :data:`JUDGING_AT_ONCE` page types of the
+    page's domain already. Pages of a domain's new types beyond those wait their turn (their
+    links queued, as the others'): every page in the browser holds one of the domain's slots
+    for as long as it renders, and a crawl's first pages, of as many types, would take the
+    whole of a lane still at its start-up width, stalling the pages over HTTP behind them.
+    Only a worker that runs the browser itself counts (it learns each judgement at once; one
+    without waits for the fleet's, so its guesses would hold the turns for long)."""
+    rt, domain = a.job.runtime, a.lease.domain
+    if "browser" not in a.job.fetchers.kinds:
+        return False
+    judging = sum(1 for key in rt.suspected if key[0] == domain and key not in rt.page_types)
+    return judging >= JUDGING_AT_ONCE
 
 
 def _raw_links(a: Attempt) -> list[NewRequest]:
