@@ -187,8 +187,8 @@ class Escalate:
         if key not in rt.page_types:  # to be judged: by a page in the browser now, or next
             turn = key in rt.suspected or _judging_full(a)
             if turn and self._may_wait(a.lease.id):
-                why = None if key in rt.suspected else "other page types of its site are judged"
-                return self.wait_for_judgement(a, why)
+                turn_of = None if key in rt.suspected else "other page types of its site are judged"
+                return self.wait_for_judgement(a, turn_of)
         rt.suspected.add((a.lease.domain, pattern))
         answered = _answered(a)
         a.outcome = None
