@@ -122,7 +122,8 @@ def run(label: str, site: dict[str, Any], give_up: float) -> dict[str, Any]:
     proc = subprocess.Popen(args, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     socks = rss = 0
     while proc.poll() is None:
-        s, r = sample(children(proc.pid))
+        # one worker runs in the crawl's own process (no child): then that process is sampled
+        s, r = sample(children(proc.pid) or [proc.pid])
         socks, rss = max(socks, s), max(rss, r)
         time.sleep(0.1)
     ended = time.time()

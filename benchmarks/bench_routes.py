@@ -55,10 +55,12 @@ class Shop(DemoShop):
 """
 
 
-def _pool(proxies: list[str], rate: float | None) -> str:
+def _pool(proxies: list[str], rate: float | None, pacing: str = "") -> str:
     cap = f"rate = {rate}\n" if rate else ""
+    knobs = "".join(f"{kv.strip()}\n" for kv in pacing.split(",") if kv.strip())
     return (
-        '[[routes.pool]]\nname = "direct"\nenabled = false\n\n'
+        (f"[pacing]\n{knobs}\n" if knobs else "")
+        + '[[routes.pool]]\nname = "direct"\nenabled = false\n\n'
         f'[[routes.pool]]\nname = "dc"\nproxies = {json.dumps(proxies)}\n{cap}'
     )
 
@@ -123,6 +125,11 @@ def crawl(
         "clients": per_client(stats),
         "cpu_s": cpu,
         "lanes": watch.summary(),
+        "trace": watch.trace,
+        "backlog": watch.backlog,
+        "watch_errors": sorted(watch.errors),
+        "timeline": stats["timeline"],
+        "per_second": stats.get("per_second", {}),
     }
 
 
@@ -144,6 +151,15 @@ def per_client(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _trace_row(t: float, wall: float, lane: Any) -> dict[str, Any]:
+    p = lane.pacing
+    return {"t": round(t, 2), "route": lane.route or "direct", "delay": p.delay,
+            "width": p.concurrency, "in_flight": lane.in_flight,
+            "held": round(max(0.0, p.blocked_until - wall), 2), "limit_delay": p.limit_delay,
+            "typical": p.ewma_latency, "base": p.base_latency, "share": round(p.share, 3),
+            "slowdowns": p.slowdowns}  # fmt: skip
+
+
 class LaneWatch:
     """Reads every lane's pacing from the store every ``every`` seconds (0: never) while a crawl
     runs, through the store's own port (``lanes``), in a thread with its own event loop."""
@@ -151,6 +167,9 @@ class LaneWatch:
     def __init__(self, queue: str, domain: str, every: float) -> None:
         self.queue, self.domain, self.every = queue, domain, every
         self.samples: list[tuple[float, Any]] = []  # (seconds, DomainState)
+        self.trace: list[dict[str, Any]] = []  # the same, as JSON rows
+        self.errors: set[str] = set()
+        self.backlog: list[tuple[float, int, int]] = []  # (seconds, ready, waiting for a retry)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -178,9 +197,15 @@ class LaneWatch:
                 if store is None:
                     store = open_frontier(self.queue, create=False)
                     await store.open()
-                t = time.monotonic() - started
-                self.samples.extend((t, lane) for lane in await store.lanes(self.domain))
-            except Exception:  # not there yet (the crawl creates the store): the next look
+                t, wall = time.monotonic() - started, time.time()
+                lanes = await store.lanes(self.domain)
+                self.samples.extend((t, lane) for lane in lanes)
+                self.trace.extend(_trace_row(t, wall, lane) for lane in lanes)
+                queues = [q for q in await store.queue_by_domain() if q.domain == self.domain]
+                self.backlog.append((round(t, 2), sum(q.ready for q in queues),
+                                   sum(q.waiting for q in queues)))  # fmt: skip
+            except Exception as exc:  # not there yet (the crawl creates the store): the next look
+                self.errors.add(repr(exc)[:200])
                 store = None
         if store is not None:
             await store.close()
@@ -220,7 +245,7 @@ def routes_runs(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
             if args.noise:
                 shop += [*NOISE, "--slow-delay", str(args.slow_delay)]
             with demo_shop(*shop, "--captcha-after", "20") as base:
-                config = _pool([p.url for p in fleet.http[:n]], args.rate or None)
+                config = _pool([p.url for p in fleet.http[:n]], args.rate or None, args.pacing)
                 queue = _schema(args.queue, n) if args.queue else None
                 more = ("--queue", queue) if queue else extra
                 try:
@@ -324,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queue", help="a PostgreSQL server for the routes runs (a schema each)")
     p.add_argument(
         "--sample", type=float, default=1.0, help="seconds between reads of the lanes' pacing"
+    )
+    p.add_argument(
+        "--pacing", default="", help="[pacing] settings for the routes runs: 'key = value, ...'"
     )
     p.add_argument("--clean-products", type=int, default=1000, metavar="N")
     p.add_argument("--skip-hop", action="store_true", help="only the routes runs")

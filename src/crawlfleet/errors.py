@@ -12,6 +12,8 @@
     │   ├── LeaseLost              a complete/fail/heartbeat whose fencing token no longer matches
     │   └── StoreUnavailable       the store could not be reached (refused, cut, shutting down,
     │                              out of connections) for longer than the outage grace
+    ├── RawStoreUnavailable        the raw store (an object store) does not answer or refuses
+    │                              the WARC files: the worker's own fault, like a full disk
     ├── WorkerStopped              a worker stopped itself on a fault it cannot work around (the
     │                              store refusing its results again and again for a bug): exit 3,
     │                              never restarted by ``crawl``
@@ -95,6 +97,12 @@ class StoreUnavailable(StoreError):
     """The store could not be reached: the connection was refused or cut, the server is shutting
     down or starting up, or it has no connection slot left. A worker waits this out for its
     ``store_outage_grace``; this is raised once the grace is spent (or at once without one)."""
+
+
+class RawStoreUnavailable(CrawlfleetError):
+    """The raw store does not take the WARC files (unreachable, refusing, the bucket gone). Not
+    a queue store error: the worker stops leasing and gives its leases back, as on a full disk,
+    until the store answers again (:mod:`crawlfleet.worker.faults`)."""
 
 
 class WorkerStopped(CrawlfleetError):

@@ -298,3 +298,20 @@ async def test_broad__a_domain_with_ready_work_behind_hundreds_done_is_leased_at
     await frontier.enqueue("j", [req("http://h599.test/next")])  # the last one served
     got = await frontier.lease("A", 1000, TTL)
     assert [x.url for x in got] == ["http://h599.test/next"]
+
+
+async def test_broad__a_lease_cut_short_leaves_the_domains_it_did_not_reach_their_place(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    # 40 domains with work, a lease of 10: the 30 it did not reach were not served, and the
+    # next lease serves them before the 10 served already (a store that marks every domain it
+    # looked at as served sends those 30 to the back of the line, unserved)
+    await job(frontier, limits=DomainLimits(max_in_flight=1))
+    hosts = [f"h{i:02d}.test" for i in range(40)]
+    await frontier.enqueue("j", [req(f"http://{h}/{n}") for h in hosts for n in range(3)])
+    first = await frontier.lease("A", 10, TTL)
+    assert len({x.domain for x in first}) == 10
+    await frontier.complete([Completion(x.ref, 200) for x in first])
+    clock.advance(1.0)
+    second = await frontier.lease("A", 30, TTL)
+    assert {x.domain for x in second} == set(hosts) - {x.domain for x in first}

@@ -63,7 +63,8 @@ async def test_pacing__a_429_with_retry_after_holds_the_whole_domain(
     # no healthy rate to learn a ceiling from: one start every 0.5 s; a 429 is about the
     # rate, the width stays
     assert state.pacing.delay == pytest.approx(0.5) and state.pacing.concurrency == 8
-    assert len(again) == 5, "the start slots of the lease horizon (2 s), 0.5 s apart"
+    horizon = PacingConfig().lease_horizon
+    assert len(again) == int(horizon / 0.5) + 1, "the start slots of the lease horizon"
     assert [x.start_at - clock.now for x in again] == pytest.approx(
         [0.5 * i for i in range(len(again))]
     )
@@ -184,7 +185,8 @@ async def test_crawl_delay__is_a_floor_on_the_domains_delay(
     await frontier.set_crawl_delay("a.test", 1.5)
     await frontier.set_crawl_delay("b.test", 10_000)  # capped
     leases = [x for x in await frontier.lease("A", 10, TTL) if x.domain == "a.test"]
-    assert [x.start_at - clock.now for x in leases] == pytest.approx([0.0, 1.5])
+    slots = int(PacingConfig().lease_horizon / 1.5) + 1  # those inside the lease horizon
+    assert [x.start_at - clock.now for x in leases] == pytest.approx([0.0, 1.5][:slots])
     for _ in range(30):  # healthy responses never take it below the floor
         clock.advance(2)
         got = await frontier.lease("A", 10, TTL)
@@ -445,3 +447,21 @@ async def test_stats__attempts_histogram_and_average_retry_depth(
     assert dict(stats.attempts_histogram) == {1: 1, 2: 1, 3: 1}
     assert stats.retry_depth_sum == 3
     assert stats.avg_retry_depth == pytest.approx(1.0)
+
+
+async def test_robots_files__one_origins_file_shared_with_its_age(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    assert await frontier.robots_file("http://a.test") is None
+    await frontier.save_robots_file("http://a.test", "ok", "User-agent: *\nDisallow: /x\n")
+    await frontier.save_robots_file("http://b.test:8080", "allow_all", "")
+    clock.advance(30)
+    assert await frontier.robots_file("http://a.test") == (
+        "ok",
+        "User-agent: *\nDisallow: /x\n",
+        pytest.approx(30),
+    )
+    await frontier.save_robots_file("http://a.test", "allow_all", "")  # fetched again: replaced
+    assert await frontier.robots_file("http://a.test") == ("allow_all", "", pytest.approx(0))
+    assert await frontier.robots_file("http://b.test:8080") == ("allow_all", "", pytest.approx(30))
+    assert await frontier.robots_file("http://b.test") is None, "an origin is scheme, host, port"

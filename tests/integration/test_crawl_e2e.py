@@ -174,3 +174,22 @@ def test_bad_input__one_line_error_and_nonzero_exit(
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) <= 3, result.stderr
+
+
+def test_one_worker_runs_in_crawls_process__worker_process_in_its_own(tmp_path: Path) -> None:
+    catalog = Catalog(40)
+    expected = {r["sku"] for r in catalog.expected_records()}
+    with demo_shop("--products", "40") as base:
+        for label, flags in (("inproc", []), ("process", ["--worker-process"])):
+            where = tmp_path / label
+            where.mkdir()
+            spider = write_spider(where / "shop.py", base)
+            proc = start(["crawl", str(spider), "-o", "records.jsonl", *flags], where)
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err[-3000:]
+            assert {r["sku"] for r in read_jsonl(where / "records.jsonl")} == expected
+            with sqlite3.connect(where / ".crawlfleet" / "queue.db") as db:
+                pids = {pid for (pid,) in db.execute("SELECT pid FROM worker_stats")}
+            # the worker's rows name the process it ran in: crawl's own, or one of its own
+            assert (pids == {proc.pid}) is (label == "inproc"), (label, pids, proc.pid)
+            assert len(pids) == 1

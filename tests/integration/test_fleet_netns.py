@@ -292,7 +292,7 @@ def test_workers_on_three_hosts__one_cut_off_mid_crawl__others_finish_every_reco
     assert unfinished == (0,)
     assert {reason for reason, _ in dead} <= {"robots"}
     [job] = json.loads(status.stdout)
-    assert job["finished"] is True and job["state"] == "running"
+    assert (job["finished"], job["state"], job["job_state"]) == (True, "finished", "running")
 
     records = read_jsonl(out)
     skus = [r["sku"] for r in records]

@@ -5,6 +5,7 @@ worker processes, the dashboard in a real headless Chromium, and serve's refusal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import re
@@ -472,6 +473,67 @@ def test_two_worker_processes__serve_totals_are_the_sum_of_their_own_metrics(
         finally:
             for w in workers:
                 stop(w)
+
+
+def test_frozen_worker__listed_stale_and_flagged_then_alive_again_and_a_finish_is_no_alarm(
+    tmp_path: Path, pg_queue: str
+) -> None:
+    (tmp_path / "crawlfleet.toml").write_text(
+        "[worker]\nstats_every = 0.3\n\n[control]\nalive_after = 3.0\n"
+    )
+    with demo_shop("--products", "300", "--latency", "0.05") as shop:
+        spider = write_spider(tmp_path / "shop.py", shop)
+        assert run(["submit", str(spider), "--queue", pg_queue], tmp_path).returncode == 0
+        workers = [
+            start(["worker", "--queue", pg_queue, "--worker-id", f"w{n}"], tmp_path)
+            for n in range(2)
+        ]
+        try:
+            with serving(tmp_path, "--queue", pg_queue) as base:
+
+                def state(worker: str) -> str | None:
+                    seen = {w["worker"]: w for w in api(base, "/api/workers")}
+                    return seen[worker]["state"] if worker in seen else None
+
+                wait_for(lambda: state("w0") == "alive" == state("w1"), 30, "both reporting")
+                workers[0].send_signal(signal.SIGSTOP)
+                wait_for(lambda: state("w0") == "stale", 30, "the frozen worker to go stale")
+                frozen = next(w for w in api(base, "/api/workers") if w["worker"] == "w0")
+                overview = api(base, "/api/overview")
+                stale = [a for a in overview["alerts"] if a["rule"] == "worker_stale"]
+                status = run(["status", "--queue", pg_queue], tmp_path)
+                workers[0].send_signal(signal.SIGCONT)
+                wait_for(lambda: state("w0") == "alive", 30, "the worker to report again")
+                wait_for(lambda: api(base, "/api/jobs")[0]["finished"], 120, "the crawl to finish")
+                for w in workers:
+                    stop(w)
+                wait_for(
+                    lambda: {w["state"] for w in api(base, "/api/workers")} == {"stopped"},
+                    15,
+                    "both workers to say they stopped",
+                )
+                after = api(base, "/api/overview")
+                (job,) = api(base, "/api/jobs")
+        finally:
+            for w in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    w.send_signal(signal.SIGCONT)
+                stop(w)
+    assert frozen["alive"] is False and frozen["silent"] > 3.0
+    assert [a["subject"] for a in stale] == ["w0"], overview["alerts"]
+    assert "w0 has not reported for" in stale[0]["message"]
+    assert overview["workers_stale"] == 1
+    assert "worker w0 (http): stale, no report for" in status.stdout, status.stdout[-2000:]
+    assert "! worker w0 has not reported for" in status.stdout
+    # a clean finish: no worker alive, and nothing to alarm about
+    assert (after["workers_alive"], after["workers"], after["workers_stale"]) == (0, 2, 0)
+    assert after["alerts"] == []
+    assert (job["state"], job["job_state"], job["finished"], job["progress"]) == (
+        "finished",
+        "running",
+        True,
+        "finished",
+    )
 
 
 # -- refusals ------------------------------------------------------------------------------------

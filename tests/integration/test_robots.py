@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from tests.sites.hostile import ROBOTS_BIG_LATE_RULE, HostileSite, hostile_site
 
 from crawlfleet.fetch import FetchSettings, HttpClient, HttpFetcher, RobotsCache
+from crawlfleet.frontier.sqlite import SQLiteFrontier
 
 __all__ = ["hostile_site"]  # the imported fixture is used by name
 
@@ -250,3 +252,49 @@ async def test_unreachable_past_the_give_up__given_up_until_it_answers(
     await gate.check_hop(hostile_site.url("/page"))
     assert cache.unreachable_for(url) == 0
     await gate.close()
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: Clock) -> AsyncIterator[SQLiteFrontier]:
+    frontier = SQLiteFrontier(tmp_path / "queue.db", clock=clock)
+    await frontier.open()
+    yield frontier
+    await frontier.close()
+
+
+async def test_the_fleet_fetches_a_hosts_robots_txt_once_per_ttl(
+    hostile_site: HostileSite, fetcher: HttpFetcher, clock: Clock, store: SQLiteFrontier
+) -> None:
+    def worker() -> RobotsCache:
+        return RobotsCache(fetcher, user_agent=UA, ttl=3600, clock=clock, shared=store)
+
+    one, two = worker(), worker()
+    assert not await one.allowed(hostile_site.url("/private/a"))
+    clock.advance(600)
+    # the second worker reads the file the first one stored, and obeys it
+    assert not await two.allowed(hostile_site.url("/private/b"))
+    assert await two.allowed(hostile_site.url("/page"))
+    assert hostile_site.hits["/robots.txt"] == 1
+    clock.advance(3001)  # the stored file is older than the ttl now: fetched again, once
+    hostile_site.robots = "404"
+    assert await worker().allowed(hostile_site.url("/private/c"))
+    assert await two.allowed(hostile_site.url("/private/d")), "what the fleet fetched last"
+    assert hostile_site.hits["/robots.txt"] == 2
+    for cache in (one, two):
+        await cache.close()
+
+
+async def test_an_unreachable_robots_txt_is_not_shared(
+    hostile_site: HostileSite, fetcher: HttpFetcher, clock: Clock, store: SQLiteFrontier
+) -> None:
+    # a 503 is the host's passing state: each worker re-checks it on its own clock
+    hostile_site.robots = "503"
+    one = RobotsCache(fetcher, user_agent=UA, clock=clock, shared=store)
+    assert not await one.allowed(hostile_site.url("/page"))
+    assert await store.robots_file(hostile_site.base_url) is None
+    hostile_site.robots = "rules"
+    two = RobotsCache(fetcher, user_agent=UA, clock=clock, shared=store)
+    assert await two.allowed(hostile_site.url("/page"))
+    assert hostile_site.hits["/robots.txt"] == 2
+    await one.close()
+    await two.close()

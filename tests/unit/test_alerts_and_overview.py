@@ -96,6 +96,7 @@ def test_build_overview__domains_routes_workers_and_alerts_from_store_rows() -> 
         "block_rate",
         "oldest_queued_age",
         "validation_failure_rate",
+        "worker_stale",  # w0: silent for 300 s, never said it stopped
     ]
 
 
@@ -125,3 +126,77 @@ def test_history__rates_between_samples_and_levels() -> None:
     assert got["block_rate"] == [None, 0.2, 0.0]
     assert got["backlog"] == [9, 5, 1]
     assert got["jobs"] == {"j": [9, 5, 1]}
+
+
+def _worker_row(worker: str, started: float, seen: float, gauges: str = "{}") -> WorkerStats:
+    return WorkerStats(worker, started, "http", "h", 1, seen, "{}", gauges)
+
+
+@pytest.mark.parametrize(
+    ("silent", "stopped", "restarted", "state"),
+    [
+        (0.0, False, False, "alive"),
+        (30.0, False, False, "alive"),  # alive_after itself: still alive
+        (30.5, False, False, "stale"),
+        (3600.0, False, False, "stale"),
+        (3601.0, False, False, "gone"),
+        (1e9, False, False, "gone"),
+        (5.0, True, False, "stopped"),
+        (1e9, True, False, "stopped"),
+        (120.0, False, True, "gone"),
+    ],
+)
+def test_worker_state__alive_stale_stopped_or_gone(
+    silent: float, stopped: bool, restarted: bool, state: str
+) -> None:
+    from crawlfleet.monitor.overview import worker_state
+
+    got = worker_state(silent, alive_after=30.0, stopped=stopped, restarted=restarted)
+    assert got == state
+
+
+def test_build_overview__a_silent_worker_stays_listed_stale_and_fires_its_alert() -> None:
+    now = 10_000.0
+    rows = [
+        _worker_row("frozen", 1.0, now - 125),  # SIGSTOP two minutes ago
+        _worker_row("live", 1.0, now - 2),
+        _worker_row("done", 1.0, now - 50, '{"stopped": 1}'),
+        _worker_row("again", 1.0, now - 900),  # killed, then started again under its id
+        _worker_row("again", 2000.0, now - 1),
+        _worker_row("long-dead", 1.0, now - 7200),
+    ]
+    stats = JobStats("j", JobState.RUNNING, queued=3)
+    ov = build_overview(
+        now, [stats], [{}], queue=[], lanes=[], routes=[], counts=FleetCounts({}, 0, 0),
+        workers=rows, alive_after=30.0,
+    )  # fmt: skip
+    states = [(w.stats.worker, w.stats.started_at, w.state) for w in ov.workers]
+    assert states == [
+        ("again", 2000.0, "alive"),
+        ("live", 1.0, "alive"),
+        ("frozen", 1.0, "stale"),
+        ("done", 1.0, "stopped"),
+        ("again", 1.0, "gone"),
+        ("long-dead", 1.0, "gone"),
+    ]
+    assert [w.stats.worker for w in ov.workers_stale] == ["frozen"]
+    assert ov.workers_stale[0].silent == 125
+    (alert,) = ov.alerts
+    assert (alert.rule, alert.subject, alert.value, alert.threshold) == (
+        "worker_stale",
+        "frozen",
+        125.0,
+        30.0,
+    )
+    assert alert.message.startswith("worker frozen has not reported for 2m05s (over 30s)")
+
+
+def test_build_overview__a_finished_fleet_with_every_worker_stopped_fires_nothing() -> None:
+    now = 10_000.0
+    rows = [_worker_row(f"w{i}", 1.0, now - 300, '{"stopped": 1}') for i in range(5)]
+    stats = JobStats("j", JobState.RUNNING, done=40)
+    ov = build_overview(
+        now, [stats], [{}], queue=[], lanes=[], routes=[], counts=FleetCounts({}, 0, 0),
+        workers=rows,
+    )  # fmt: skip
+    assert (ov.workers_alive, len(ov.workers), ov.workers_stale, ov.alerts) == (0, 5, [], [])

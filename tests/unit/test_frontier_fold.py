@@ -40,3 +40,18 @@ def test_breaker__cool_down_from_the_pacing_section() -> None:
     _, again = pace.fold_breaker(document, _refused(1), later, short)
     assert again == later + 2.0
     assert json.loads(document)["state"] == "open"
+
+
+def _answered(status: int, signal: str, n: int) -> list[pace.Event]:
+    return [pace.Event(Outcome.BLOCKED, status, 0.01, 1.0, NOW, signal)] * n
+
+
+def test_breaker__429s_leave_the_route_in_block_pages_take_it_out() -> None:
+    """A burst of 429s says the lane went too fast for its site (its pacing slows down); the
+    route still works for every domain. Block pages in a row say the route is burned."""
+    _, after_429s = pace.fold_breaker("{}", _answered(429, "block", 20), NOW)
+    assert after_429s == 0.0
+    _, after_blocks = pace.fold_breaker("{}", _answered(200, "block", 5), NOW)
+    assert after_blocks == NOW + 30.0
+    _, proxy_429 = pace.fold_breaker("{}", _answered(429, "error", 5), NOW)
+    assert proxy_429 == NOW + 30.0, "a proxy's own failure is the route's, whatever the status"

@@ -14,6 +14,7 @@ from crawlfleet.policy.health import (
     PoolHealth,
     RouteStats,
     Signal,
+    breaker_signal,
     pool_health,
     rank_routes,
 )
@@ -30,6 +31,24 @@ def run(signals: list[Signal], clock: FakeClock, step: float = 0.1) -> Breaker:
         assert admitted is not None, f"not admitted before {signal}"
         breaker = admitted.record(signal, clock.now)
     return breaker
+
+
+@pytest.mark.parametrize(
+    ("signal", "status", "told"),
+    [
+        (B, 429, None),  # the site limits the lane's rate: its pacing answers, the route works
+        (B, 200, B),  # a block page: the route's address or identity is burned
+        (B, 403, B),
+        (E, 429, E),  # the proxy's own failure
+        (R, None, R),
+        (S, 200, S),
+        (None, 503, None),  # no word on the route (the site's noise)
+    ],
+)
+def test_what_the_breaker_is_told(
+    signal: Signal | None, status: int | None, told: Signal | None
+) -> None:
+    assert breaker_signal(signal, status) is told
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import pytest
 
@@ -239,6 +239,64 @@ def test_a_429_teaches_the_rate_just_before_it_and_resumes_under_it(
     assert 1 / state.limit_delay == pytest.approx(ok_per_second, rel=0.1)
     assert 1 / state.delay == pytest.approx(resume, rel=0.1)
     assert state.concurrency == warm.concurrency
+
+
+SLOW_PAGE = Event(latency=3.0)
+
+
+def noisy(seconds: float, per_second: int) -> list[Event]:
+    """The noisy shop of the routes benchmark: per hundred answers five 503s, two cut
+    connections and two pages that take 3 s, the rest healthy."""
+    mix = [E503] * 5 + [CUT] * 2 + [SLOW_PAGE] * 2 + [OK] * 91
+    spread = [mix[(i * 37) % 100] for i in range(100)]  # the faults apart, not in a row
+    n = int(seconds * per_second)
+    return [replace(spread[i % 100], dt=1.0 / per_second) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("events", "slowdowns"),
+    [
+        ([E503], 0),  # a 503 among successes is noise
+        ([CUT], 0),  # so is a cut connection
+        ([SLOW_PAGE], 0),  # and a slow page
+        ([Event(Outcome.RETRYABLE_ERROR, 503, retry_after=5.0)], 0),  # even with Retry-After
+        ([E503, CUT, E503], 0),  # a few together
+        ([E429], 1),  # a 429 is push-back at once
+        ([Event(Outcome.BLOCKED, 429, retry_after=2.0)], 1),
+    ],
+)
+def test_noise_among_successes_is_not_push_back_a_429_is(
+    events: list[Event], slowdowns: int
+) -> None:
+    """Thirty seconds of the noisy shop at 30 answers a second, then ``events``."""
+    warm, _ = run(noisy(30, 30))
+    assert (warm.slowdowns, warm.delay, warm.concurrency) == (0, 0.0, 32), "noise: full pace"
+    state, _ = run(events, warm)
+    assert state.slowdowns == slowdowns
+    assert (state.delay > 0) == bool(slowdowns)
+    assert state.concurrency == 32, "noise narrows nothing, a 429 is about the rate"
+
+
+def test_a_429_after_noise_teaches_what_the_host_took_noise_included() -> None:
+    """At 30 a second with 9% noise a limiter counted 30 requests a second, not the 27
+    healthy answers: the ceiling counts every request sent but the 429s."""
+    warm, _ = run(noisy(10, 30))
+    state, _ = run([Event(Outcome.BLOCKED, 429, dt=0.001)], warm)
+    assert 1 / state.limit_delay == pytest.approx(30, rel=0.07)
+
+
+@pytest.mark.parametrize("seconds", [0.3, 0.5, 0.8])
+def test_a_young_lane_s_first_429_teaches_what_the_host_took_in_its_window(
+    seconds: float,
+) -> None:
+    """A lane that ran ``seconds`` (less than the one-second window) at 40 a second, then a
+    429: a limiter of N a second took N; the healthy answers' rate, decaying over the window,
+    had counted each by its age (about 0.6 to 0.9 of them)."""
+    ran, _ = run(healthy(seconds, 40))
+    took = int(seconds * 40)
+    state, _ = run([Event(Outcome.BLOCKED, 429, dt=0.001)], ran)
+    assert ran.ok_rate < 0.92 * took, "what the ceiling was learnt from before"
+    assert 1 / state.limit_delay == pytest.approx(took, rel=0.08)
 
 
 def test_a_burst_of_429s_slows_down_once() -> None:

@@ -426,3 +426,16 @@ FORM = [("Content-Type", "application/x-www-form-urlencoded")]
 )
 def test_mask_form_secrets(body: bytes, headers: list[tuple[str, str]], masked: bytes) -> None:
     assert mask_form_secrets(body, headers) == masked
+
+
+def test_record_ids__are_distinct_version_4_uuids() -> None:
+    import uuid
+
+    from crawlfleet.data.warc import _record_id
+
+    ids = [_record_id() for _ in range(20_000)]
+    assert len(set(ids)) == len(ids)
+    for rid in ids[:2000]:
+        assert rid.startswith("<urn:uuid:") and rid.endswith(">")
+        u = uuid.UUID(rid[10:-1])
+        assert (u.version, u.variant, str(u)) == (4, uuid.RFC_4122, rid[10:-1])

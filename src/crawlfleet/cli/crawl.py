@@ -22,7 +22,7 @@ from crawlfleet.cli.common import (
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
     from crawlfleet.local.output import Output
-    from crawlfleet.local.pool import WorkerPool
+    from crawlfleet.local.pool import LocalWorkers
     from crawlfleet.local.runner import CrawlPlan
 
 
@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     default=1,
     show_default=True,
     type=click.IntRange(1, 256),
-    help="Local worker processes.",
+    help="Local workers: one runs in crawl's own process (see --worker-process), more are "
+    "processes of their own.",
+)
+@click.option(
+    "--worker-process",
+    is_flag=True,
+    help="Run even a single worker in a process of its own: a worker that dies hard (killed "
+    "for its memory, a crash in a C library) is then started again instead of ending the crawl.",
 )
 @click.option(
     "--browser-workers",
@@ -108,6 +115,7 @@ def crawl(
     ctx: click.Context,
     spider: str,
     workers: int,
+    worker_process: bool,
     browser_workers: int,
     output: str | None,
     overwrite_output: str | None,
@@ -139,7 +147,7 @@ def crawl(
     set_pairs, arg_pairs = pairs(set_, "-s"), pairs(spider_args, "-a")
     flags = {"queue": queue, "worker.concurrency": concurrency, "worker.lease_ttl": lease_ttl}
 
-    async def go(pool: WorkerPool) -> int:
+    async def go(pool: LocalWorkers) -> int:
         run_settings, job_custom = split_set(set_pairs)
         overrides = {**run_settings, **{k: v for k, v in flags.items() if v is not None}}
         plan = make_plan(
@@ -147,6 +155,7 @@ def crawl(
             spider,
             settings(ctx, overrides),
             workers=workers,
+            worker_process=worker_process,
             browser_workers=browser_workers,
             job=job,
             job_settings=job_settings(arg_pairs, job_custom),
@@ -158,17 +167,21 @@ def crawl(
         )
         return await run_plan(plan, options(ctx), pool)
 
-    sys.exit(run(with_workers(workers, options(ctx), go, browser_workers)))
+    sys.exit(run(with_workers(workers, options(ctx), go, browser_workers, worker_process)))
 
 
 async def with_workers(
-    n: int, opts: Options, then: Callable[[WorkerPool], Awaitable[int]], browser_workers: int = 0
+    n: int,
+    opts: Options,
+    then: Callable[[LocalWorkers], Awaitable[int]],
+    browser_workers: int = 0,
+    processes: bool = False,
 ) -> int:
-    """Start ``n`` worker processes (and ``browser_workers``) first (they import while the rest
-    starts), then ``then``."""
+    """Start ``n`` workers (and ``browser_workers``) first (processes import while the rest
+    starts; one worker runs in this process unless ``processes``), then ``then``."""
     from crawlfleet.local.runner import worker_pool
 
-    pool = worker_pool(n, opts.argv(), browser_workers)
+    pool = worker_pool(n, opts.argv(), browser_workers, config=opts.config, processes=processes)
     await pool.start()
     try:
         return await then(pool)
@@ -220,10 +233,11 @@ def output_of(path: str | None, fmt: str | None, *, overwrite: bool) -> Output |
 def make_plan(ctx: click.Context, spider: str, s: Settings, **kw: Any) -> CrawlPlan:
     from crawlfleet.local.runner import CrawlPlan
 
-    return CrawlPlan(spider=spider, settings=s, worker_argv=options(ctx).argv(), **kw)
+    opts = options(ctx)
+    return CrawlPlan(spider=spider, settings=s, worker_argv=opts.argv(), config=opts.config, **kw)
 
 
-async def run_plan(plan: CrawlPlan, opts: Options, pool: WorkerPool | None = None) -> int:
+async def run_plan(plan: CrawlPlan, opts: Options, pool: LocalWorkers | None = None) -> int:
     """Run the crawl with its live display, print the summary; returns the exit code."""
     from crawlfleet.cli.progress import CrawlProgress, print_summary
     from crawlfleet.cli.views import crawl_summary

@@ -14,7 +14,7 @@ from crawlfleet.cli.crawl import with_workers
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
-    from crawlfleet.local.pool import WorkerPool
+    from crawlfleet.local.pool import LocalWorkers
 
 
 @click.command()
@@ -51,7 +51,7 @@ def demo(ctx: click.Context, products: int, workers: int, output: str, workdir: 
     overrides = {"queue": f"sqlite:///{base / 'queue.db'}", "store.raw": str(base / "warc")}
     s = settings(ctx, overrides)
 
-    async def go(pool: WorkerPool) -> int:
+    async def go(pool: LocalWorkers) -> int:
         return await _demo(ctx, s, overrides, products, workers, output, pool)
 
     sys.exit(run(with_workers(workers, options(ctx), go)))
@@ -64,7 +64,7 @@ async def _demo(
     products: int,
     workers: int,
     output: str,
-    pool: WorkerPool,
+    pool: LocalWorkers,
 ) -> int:
     from crawlfleet.cli.crawl import make_plan, output_of, run_plan
     from crawlfleet.demo.catalog import Catalog

@@ -51,6 +51,11 @@ async def status(
       finished      nothing queued, waiting for a retry or leased, anywhere in the fleet
       paused        no new leases; in-flight requests finish (jobs resume NAME)
       cancelled     no new leases; queued requests stay in the store (jobs resume NAME)
+
+    \b
+    --json gives per job "state" (running, finished, paused, cancelled), "job_state" (what
+    workers do with it: running, paused, cancelled), "finished" (true or false) and "progress"
+    (the first word above, e.g. "paused (finished)").
     """
     s = settings(ctx, {"queue": queue})
     async with opened(s, create=False) as store:
@@ -78,8 +83,7 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
     import json
     from dataclasses import asdict
 
-    from crawlfleet.cli.views import progress_word
-    from crawlfleet.local.runner import is_finished
+    from crawlfleet.local.runner import state_fields
 
     out = []
     schedules = {sc.job: sc for sc in await store.schedules()}
@@ -95,8 +99,7 @@ async def _json(store: Frontier, names: list[str]) -> list[dict[str, object]]:
         out.append(
             dict(
                 asdict(st),
-                finished=is_finished(st),
-                progress=progress_word(st.state, is_finished(st)),  # as the status line says
+                **state_fields(st),  # state, job_state, finished, progress: one picture
                 dead_by_reason=reasons,
                 runs=runs,
                 schedule=asdict(sched) if sched is not None else None,

@@ -37,11 +37,9 @@ def finished(stats: JobStats) -> bool:
 
 def progress_word(state: JobState, done: bool) -> str:
     """One word (or two) for a job: what workers do with it, and whether it is done."""
-    if state is JobState.RUNNING:
-        return "finished" if done else "running"
-    if state is JobState.PAUSED:
-        return "paused (finished)" if done else "paused"
-    return "cancelled" if done else "cancelled (leases in flight)"
+    from crawlfleet.local.runner import progress_word as word
+
+    return word(state, done)
 
 
 def status_line(s: JobStats) -> str:
@@ -118,14 +116,9 @@ def robots_waiting(s: JobStats) -> str:
 
 def duration(seconds: float | None) -> str:
     """``42s``, ``3m05s``, ``2h10m``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    from crawlfleet.monitor.alerts import duration as written
+
+    return "-" if seconds is None else written(seconds)
 
 
 def share(x: float | None) -> str:
@@ -171,6 +164,11 @@ def fleet_lines(ov: Overview) -> list[str]:
         lines.append(
             f"  worker {w.stats.worker} ({w.stats.kinds}): {w.pages_per_second:,.1f} pages/s · "
             f"{w.pages:,.0f} pages · in flight {w.in_flight}{memory}"
+        )
+    for w in ov.workers_stale[:LISTED]:
+        lines.append(
+            f"  worker {w.stats.worker} ({w.stats.kinds}): stale, no report for "
+            f"{duration(w.silent)} (last seen {when(w.stats.last_seen)})"
         )
     lines += [f"! {a.message}" for a in ov.alerts] or ["alerts: none"]
     return lines

@@ -77,7 +77,7 @@ optional; an unknown key or section is an error that names the nearest known one
     alert_oldest_age = 600.0  # alert: a ready request waited longer (seconds)
     alert_block_rate = 0.2    # alert: share of a domain's recent attempts blocked
     alert_validation_rate = 0.05  # alert: share of a job's records that failed validation
-    alive_after = 30.0        # a worker not heard of for this long is gone
+    alive_after = 30.0        # a worker not heard of for this long is no longer alive (stale)
 
     [fetch]                   # HTTPS and impersonation (every fetcher of a job)
     ca_file = ""              # PEM authorities trusted besides the system's and SSL_CERT_FILE's

@@ -29,7 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from crawlfleet.control.raw import snapshot_response
 from crawlfleet.control.state import ControlState
-from crawlfleet.local.runner import is_finished
+from crawlfleet.local.runner import is_finished, state_fields
 from crawlfleet.model import DeadLetter, DeadReason, JobState
 from crawlfleet.monitor.fleet import FleetCollector
 from crawlfleet.monitor.overview import DomainView, JobView, Overview, RouteView, WorkerView
@@ -95,6 +95,7 @@ def overview_json(ov: Overview) -> dict[str, Any]:
         "validation_failure_ratio": ov.validation_failure_ratio,
         "workers_alive": ov.workers_alive,
         "workers": len(ov.workers),
+        "workers_stale": len(ov.workers_stale),
         "leases_expired": ov.counts.attempts_by_outcome.get("lease_expired", 0),
         "tier_moves_up": ov.counts.tier_moves_up,
         "alerts": [a.as_json() for a in ov.alerts],
@@ -105,8 +106,7 @@ def job_json(j: JobView) -> dict[str, Any]:
     return {
         **asdict(j.stats),
         "name": j.name,
-        "state": j.stats.state.value,
-        "finished": is_finished(j.stats),
+        **state_fields(j.stats),  # state, job_state, finished, progress (as status --json)
         "avg_retry_depth": j.stats.avg_retry_depth,
         "dead_by_reason": dict(j.dead_by_reason),
         "records_made": j.records_made,
@@ -131,6 +131,8 @@ def worker_json(w: WorkerView) -> dict[str, Any]:
         "counters": None,  # the raw counters stay in the store: /metrics sums them
         "gauges": dict(w.gauges),
         "alive": w.alive,
+        "state": w.state,
+        "silent": w.silent,
         "pages": w.pages,
         "pages_per_second": w.pages_per_second,
         "success_ratio": w.success_ratio,

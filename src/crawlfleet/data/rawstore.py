@@ -19,8 +19,14 @@ local spool directory (``flush`` stays a local fsync, so acknowledging a lease n
 the network); a background thread uploads every *closed* file (rolled at ``max_size``, or closed
 when the worker stops) to ``prefix/NAME``, retrying with backoff, and deletes the local copy only
 after the upload succeeded. A record's ``warc_file`` names the object (``s3://bucket/prefix/NAME``);
-the object exists once its file is closed and uploaded. Closed files found in the spool at start
-(left by a worker that died) are uploaded too. Credentials come from boto3's usual sources
+the object exists once its file is closed and uploaded, and until then the file is in the spool.
+Closed files found in the spool at start (left by a worker that died) are uploaded too.
+
+A store that stops answering (refused, cut, the bucket gone) is noticed by a failed upload (an
+upload that fails while a HEAD of the bucket fails too) or, with nothing to upload, by a HEAD
+every :data:`PROBE_EVERY` seconds; :attr:`S3Store.fault` then says why, the files wait in the
+spool, and the thread asks again every ``poll`` until the store answers (the worker stops
+leasing meanwhile: :mod:`crawlfleet.worker.faults`). Credentials come from boto3's usual sources
 (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, instance roles) and are never
 printed.
 """
@@ -36,7 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from crawlfleet.data.warc import CLOSED_SUFFIX, WarcWriter, recover
-from crawlfleet.errors import ConfigError, StoreError
+from crawlfleet.errors import ConfigError, RawStoreUnavailable, StoreError
 from crawlfleet.urls import mask_credentials
 
 __all__ = ["DirectoryStore", "RawStore", "S3Location", "S3Store", "open_raw_store"]
@@ -47,15 +53,27 @@ log = logging.getLogger("crawlfleet.rawstore")
 UPLOAD_ATTEMPTS = 5
 #: how long ``close`` keeps trying to upload what is left before it gives up (seconds)
 CLOSE_DEADLINE = 120.0
+#: seconds between two HEADs of the bucket while nothing is due to upload: a store that went
+#: away is noticed before the next file closes
+PROBE_EVERY = 10.0
 
 
 class RawStore(Protocol):
     """A raw store: hands out WARC writers and names where their files end up."""
 
-    def open(self) -> None: ...
+    def open(self, *, wait: bool = False) -> None:
+        """Get ready (an error when the store cannot work). ``wait``: a store that does not
+        answer now is no error; :attr:`fault` says so until it does."""
+        ...
+
     def writer(self, prefix: str, *, max_size: int, gzip_level: int) -> WarcWriter: ...
     def locate(self, file: str) -> str:
         """What a record's provenance calls the WARC file ``file`` (a writer's base name)."""
+        ...
+
+    @property
+    def fault(self) -> RawStoreUnavailable | None:
+        """Why the store takes no files now (None while it does)."""
         ...
 
     def close(self) -> None: ...
@@ -111,7 +129,7 @@ class DirectoryStore:
     def __repr__(self) -> str:
         return f"<DirectoryStore {self.directory}>"
 
-    def open(self) -> None:
+    def open(self, *, wait: bool = False) -> None:
         """Close the WARC files dead writers left open (see :func:`recovered`)."""
         recovered(self.directory)
 
@@ -120,6 +138,10 @@ class DirectoryStore:
 
     def locate(self, file: str) -> str:
         return file
+
+    @property
+    def fault(self) -> RawStoreUnavailable | None:
+        return None  # a full disk shows as the writers' errors
 
     def close(self) -> None:
         pass
@@ -135,18 +157,22 @@ class S3Store:
         endpoint: str = "",
         *,
         poll: float = 1.0,
+        probe_every: float = PROBE_EVERY,
         client: Any = None,
     ) -> None:
         self.location = location
         self.spool = spool
         self.endpoint = endpoint
         self.poll = poll
+        self.probe_every = probe_every
         self._client = client
         self._prefixes: set[str] = set()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._fault: RawStoreUnavailable | None = None  # set and cleared by the uploader
+        self._answered = 0.0  # monotonic time the store last answered
         self.uploaded = 0
 
     def __repr__(self) -> str:
@@ -155,9 +181,11 @@ class S3Store:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def open(self) -> None:
+    def open(self, *, wait: bool = False) -> None:
         """Connect and check the bucket (one clear error if it is missing or not allowed); the
-        WARC files dead writers left open in the spool are closed, then uploaded with the rest."""
+        WARC files dead writers left open in the spool are closed, then uploaded with the rest.
+        ``wait`` (a worker): a store that does not answer (unreachable, cut, a 5xx) is no error,
+        :attr:`fault` says so until it does; a refusal (4xx: no bucket, not allowed) still is."""
         self.spool.mkdir(parents=True, exist_ok=True)
         recovered(self.spool)
         if self._client is None:
@@ -165,9 +193,31 @@ class S3Store:
         try:
             self._client.head_bucket(Bucket=self.location.bucket)
         except Exception as exc:  # botocore's errors share no useful base class
-            raise StoreError(f"cannot use raw store {self.location}: {_line(exc)}") from None
+            if not wait or _refused(exc):
+                raise StoreError(f"cannot use raw store {self.location}: {_line(exc)}") from None
+            self._fault = RawStoreUnavailable(f"raw store {self.location} is away: {_line(exc)}")
+        self._answered = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="raw-uploader", daemon=True)
         self._thread.start()
+
+    @property
+    def fault(self) -> RawStoreUnavailable | None:
+        return self._fault
+
+    def probe(self) -> RawStoreUnavailable | None:
+        """Ask the store now (a HEAD of the bucket); :attr:`fault` follows the answer."""
+        try:
+            self._client.head_bucket(Bucket=self.location.bucket)
+        except Exception as exc:  # botocore's errors share no useful base class
+            if self._fault is None:
+                log.info("raw store %s is away: %s", self.location, _line(exc))
+            self._fault = RawStoreUnavailable(f"raw store {self.location} is away: {_line(exc)}")
+            return self._fault
+        self._answered = time.monotonic()
+        if self._fault is not None:
+            log.info("raw store %s answers again", self.location)
+            self._fault = None
+        return None
 
     def writer(self, prefix: str, *, max_size: int, gzip_level: int) -> WarcWriter:
         with self._lock:
@@ -206,24 +256,36 @@ class S3Store:
         mine_only = False  # the first pass also takes the leftovers of a worker that died
         while not self._stopping.is_set():
             try:
-                self._pass(mine_only=mine_only)
+                self._tick(mine_only=mine_only)
             except OSError as exc:  # the spool vanished or is unreadable: try again later
                 log.warning("cannot read spool %s: %s", self.spool, exc)
             mine_only = True
             self._wake.wait(self.poll)
             self._wake.clear()
 
+    def _tick(self, *, mine_only: bool) -> None:
+        """One look: while the store is away only a HEAD (until it answers), else an upload
+        pass, and a HEAD when the store said nothing for ``probe_every`` seconds."""
+        if self._fault is not None and self.probe() is not None:
+            return
+        self._pass(mine_only=mine_only)
+        if self._fault is None and time.monotonic() - self._answered >= self.probe_every:
+            self.probe()
+
     def _pass(self, *, mine_only: bool) -> list[Path]:
-        """Upload the closed files in the spool; returns those that still failed."""
+        """Upload the closed files in the spool; returns those left (all the rest once the
+        store turns out to be away: they wait for it)."""
         with self._lock:
             prefixes = tuple(p + "-" for p in self._prefixes)
-        failed = []
-        for path in sorted(self.spool.glob("*" + CLOSED_SUFFIX)):
-            if mine_only and not path.name.startswith(prefixes):
-                continue
-            if not self._upload(path):
-                failed.append(path)
-        return failed
+        paths = [
+            path
+            for path in sorted(self.spool.glob("*" + CLOSED_SUFFIX))
+            if not mine_only or path.name.startswith(prefixes)
+        ]
+        for i, path in enumerate(paths):
+            if not self._upload(path) and self._fault is not None:
+                return paths[i:]
+        return [path for path in paths if path.exists()]
 
     def _upload(self, path: Path) -> bool:
         key = self.location.key(path.name)
@@ -238,11 +300,14 @@ class S3Store:
             except FileNotFoundError:
                 return True  # another worker sharing this spool uploaded it
             except Exception as exc:
+                if self.probe() is not None:  # the store, not this file: it waits for the store
+                    return False
                 if attempt == UPLOAD_ATTEMPTS - 1 or self._stopping.wait(0.5 * 2**attempt):
                     log.warning("upload of %s failed: %s", path.name, _line(exc))
                     return False
                 continue
             path.unlink(missing_ok=True)
+            self._answered = time.monotonic()
             self.uploaded += 1
             return True
         return False
@@ -273,6 +338,14 @@ def _make_client(endpoint: str) -> Any:
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10)
     return boto3.client("s3", endpoint_url=endpoint or None, region_name=region, config=config)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether the store answered ``exc`` with a refusal of the request itself (HTTP 4xx: no
+    such bucket, access denied): a configuration to fix, not an outage to wait out."""
+    response = getattr(exc, "response", None)  # botocore's ClientError
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") if response else None
+    return isinstance(status, int) and 400 <= status < 500
 
 
 def _line(exc: BaseException) -> str:

@@ -28,17 +28,25 @@ the request is tried again soon, and no clock of the host starts.
 Scrapy treats a download error as "allow all"; that lets a struggling server be crawled
 harder exactly when it is failing, so here it disallows. ``/robots.txt`` itself is always
 allowed. One fetch per origin at a time: concurrent callers wait for the same fetch.
+
+Shared by the fleet (``shared``: the store's :class:`~crawlfleet.frontier.ports.Pacing`): the
+first worker to read an origin's robots.txt stores its text (or that there is none to read, a
+4xx); another worker, or this one after a restart, takes it from there while it is younger
+than ``ttl``, so a host sees one fetch of its robots.txt per ``ttl``, not one per worker. An
+unreachable robots.txt is never shared (each worker re-checks it on its own clock), and a store
+that does not answer within ``SHARED_WAIT`` seconds costs only a fetch of the file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from yarl import URL
 
@@ -49,6 +57,7 @@ from crawlfleet.errors import (
     RobotsDisallowed,
     RobotsUnavailable,
     RobotsUnreachable,
+    StoreError,
     TooManyRedirects,
 )
 from crawlfleet.fetch.base import FetchRequest
@@ -66,6 +75,18 @@ UNREACHABLE: Final = "unreachable"
 LOCAL: Final = "local"
 
 DEFAULT_MAX_SIZE = 500 * 1024
+#: most seconds a robots.txt lookup or save waits for the shared store before doing without
+SHARED_WAIT = 5.0
+
+log = logging.getLogger("crawlfleet.robots")
+
+
+class SharedRobots(Protocol):
+    """Where the fleet shares robots.txt files (the store's Pacing port has these two)."""
+
+    async def robots_file(self, origin: str) -> tuple[str, str, float] | None: ...
+
+    async def save_robots_file(self, origin: str, state: str, text: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -99,8 +120,10 @@ class RobotsCache:
         clock: Callable[[], float] = time.monotonic,
         max_hosts: int = 10_000,
         climb: Sequence[Fetcher] = (),
+        shared: SharedRobots | None = None,
     ) -> None:
         self._fetcher = fetcher
+        self._shared = shared
         #: fetchers to ask in turn when one is answered by a bot wall (the rungs above it)
         self._climb = tuple(climb)
         self._user_agent = user_agent
@@ -120,6 +143,10 @@ class RobotsCache:
 
     async def allowed(self, url: str) -> bool:
         """True if robots.txt lets our user agent fetch ``url``."""
+        if url.startswith(("http://", "https://")):
+            known = self.cached_verdict(url)  # a fresh entry: no URL parsed, nothing awaited
+            if known is not None:
+                return known
         parsed = URL(url)
         if parsed.scheme not in ("http", "https"):
             return True  # robots.txt governs http(s) only; the fetcher refuses the rest
@@ -237,6 +264,38 @@ class RobotsCache:
         return entry
 
     async def _load(self, origin: str) -> _Entry:
+        entry = await self._from_store(origin)
+        if entry is None:
+            entry = await self._fetch(origin)
+        return entry
+
+    async def _from_store(self, origin: str) -> _Entry | None:
+        """The origin's robots.txt as another worker fetched it within ``ttl`` (None: none did,
+        or the store did not answer)."""
+        if self._shared is None:
+            return None
+        try:
+            async with asyncio.timeout(SHARED_WAIT):
+                row = await self._shared.robots_file(origin)
+        except (StoreError, TimeoutError) as exc:
+            log.debug("robots.txt of %s not read from the store: %s", origin, exc)
+            return None
+        if row is None or row[2] >= self._ttl or row[0] not in (OK, ALLOW_ALL):
+            return None
+        state, text, age = row
+        rules = parse_robots(text, self._user_agent) if state == OK else None
+        return self._expiring(state, rules, self._ttl - max(0.0, age))
+
+    async def _share(self, origin: str, state: str, text: str) -> None:
+        if self._shared is None:
+            return
+        try:
+            async with asyncio.timeout(SHARED_WAIT):
+                await self._shared.save_robots_file(origin, state, text)
+        except (StoreError, TimeoutError) as exc:
+            log.debug("robots.txt of %s not shared: %s", origin, exc)
+
+    async def _fetch(self, origin: str) -> _Entry:
         try:
             request = FetchRequest(f"{origin}/robots.txt", max_body=self._max_size, truncate=True)
             result = await self._fetcher.fetch(request)
@@ -246,6 +305,7 @@ class RobotsCache:
                 result = await fetcher.fetch(request)
         except TooManyRedirects:
             # RFC 9309 §2.3.1.2: past five redirects the file may be taken as unavailable.
+            await self._share(origin, ALLOW_ALL, "")
             return self._expiring(ALLOW_ALL, None, self._ttl)
         except LocalResourceError as exc:
             return _Entry(LOCAL, None, expires=self._clock(), why=_why(exc))
@@ -257,15 +317,17 @@ class RobotsCache:
             entry = self._expiring(UNREACHABLE, None, self._error_recheck)
             entry.why = _why(exc)
             return entry
-        return self._from_result(result)
+        return await self._from_result(origin, result)
 
-    def _from_result(self, result: FetchResult) -> _Entry:
+    async def _from_result(self, origin: str, result: FetchResult) -> _Entry:
         status = result.status
         if 200 <= status < 300:
-            rules = _parse(result.body, result.truncated, self._user_agent)
-            return self._expiring(OK, rules, self._ttl)
+            text = _text(result.body, result.truncated)
+            await self._share(origin, OK, text)
+            return self._expiring(OK, parse_robots(text, self._user_agent), self._ttl)
         if 300 <= status < 500 and status != 429:
             # 4xx: unavailable. A 3xx the fetcher could not follow (no Location) counts too.
+            await self._share(origin, ALLOW_ALL, "")
             return self._expiring(ALLOW_ALL, None, self._ttl)
         entry = self._expiring(UNREACHABLE, None, self._error_recheck)
         entry.why = f"HTTP {status}"
@@ -295,13 +357,13 @@ def _origin(url: URL) -> str:
     return f"{url.scheme}://{url.host_port_subcomponent or ''}".lower()
 
 
-def _parse(body: bytes, truncated: bool, user_agent: str) -> RobotsRules:
+def _text(body: bytes, truncated: bool) -> str:
+    """A robots.txt body as the text to parse (and to share)."""
     if truncated:
         # A line cut in half could turn "Disallow: /private" into "Disallow: /pri" or worse
         # "Allow: /"; drop it.
         body = body[: body.rfind(b"\n") + 1]
-    text = body.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    return parse_robots(text, user_agent)
+    return body.decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
 class Gate(StrEnum):

@@ -29,6 +29,7 @@ from crawlfleet.policy.health import (
     HealthConfig,
     RouteStats,
     Signal,
+    breaker_signal,
 )
 from crawlfleet.policy.pacing import PacingConfig, PacingState, initial, update
 
@@ -88,15 +89,17 @@ def fold_breaker(
 ) -> tuple[str, float]:
     """A route's breaker (its stored JSON) after the batch's attempts through it; returns the
     new JSON and until when the route is out (``open_until``: 0 when closed). A breaker whose
-    cool-down is over takes the first result as its probe (half-open)."""
+    cool-down is over takes the first result as its probe (half-open). A 429 is left to the
+    lane's pacing (:func:`~crawlfleet.policy.health.breaker_signal`)."""
     saved = json.loads(document) if document and document != "{}" else None
     breaker = Breaker.from_json(saved) if saved else Breaker()
     for e in events:
-        if e.signal is None:
+        signal = breaker_signal(Signal(e.signal) if e.signal else None, e.status)
+        if signal is None:
             continue
         if breaker.state is BreakerState.OPEN and now >= breaker.open_until:
             breaker = breaker.admit(now, config) or breaker
-        breaker = breaker.record(Signal(e.signal), now, config)
+        breaker = breaker.record(signal, now, config)
     open_until = breaker.open_until if breaker.state is not BreakerState.CLOSED else 0.0
     return json.dumps(breaker.to_json(), separators=(",", ":")), open_until
 

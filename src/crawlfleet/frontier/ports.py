@@ -418,6 +418,16 @@ class Pacing(Protocol):
         """Every lane of the domain (one per route), ``direct`` first."""
         ...
 
+    async def robots_file(self, origin: str) -> tuple[str, str, float] | None:
+        """The origin's robots.txt as a worker of the fleet last stored it: ``(state, text,
+        age in seconds)`` (state ``ok`` or ``allow_all``), None if none has."""
+        ...
+
+    async def save_robots_file(self, origin: str, state: str, text: str) -> None:
+        """Share the robots.txt a worker just fetched for ``origin`` (``ok``: its text, or
+        ``allow_all``: none to read), fetched now."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ProfileRow:

@@ -32,10 +32,12 @@ class RecordTail:
 
     Reads from a little before its cursor every time (``MARGIN`` seconds): update times are the
     writers' clocks, and a transaction that took longer can commit after a later one. A record
-    seen again with the same data is skipped; with other data it is counted (``changed``): the
-    file then holds its first version, and the caller decides (rewrite, or say so). It keeps a
-    digest per record key written (memory grows with the records of one run: for jobs of
-    millions of records, ``crawlfleet export`` afterwards needs none).
+    read again at the update time it had is passed over at once (the margin reads most records
+    two or three times); one updated again with the same data is skipped; with other data it
+    is counted (``changed``): the file then holds its first version, and the caller decides
+    (rewrite, or say so). It keeps an update time and a digest per record key written (memory
+    grows with the records of one run: for jobs of millions of records, ``crawlfleet export``
+    afterwards needs none).
     """
 
     MARGIN = 3.0
@@ -45,7 +47,8 @@ class RecordTail:
         self.store, self.job, self.feed = store, job, feed
         self.start = start
         self.seen_until = start[0]
-        self.written: dict[str, int] = {}
+        #: per record key written: the update time and data digest of the version last seen
+        self.written: dict[str, tuple[float, int]] = {}
         self.changed = 0
 
     async def poll(self) -> int:
@@ -58,13 +61,15 @@ class RecordTail:
             rows = []
             for updated_at, record in page:
                 self.seen_until = max(self.seen_until, updated_at)
-                digest = hash(json.dumps(record.data, sort_keys=True, default=str))
                 known = self.written.get(record.key)
+                if known is not None and known[0] == updated_at:
+                    continue  # read again within the margin: the same version
+                digest = hash(json.dumps(record.data, sort_keys=True, default=str))
                 if known is None:
                     rows.append(_row(record.data))
-                elif known != digest:
+                elif known[1] != digest:
                     self.changed += 1
-                self.written[record.key] = digest
+                self.written[record.key] = (updated_at, digest)
             if rows:
                 await asyncio.to_thread(self.feed.write, rows)
                 new += len(rows)

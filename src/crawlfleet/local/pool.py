@@ -27,11 +27,11 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from crawlfleet.errors import WorkerStopped
 
-__all__ = ["WorkerPool", "kinds_for"]
+__all__ = ["LocalWorkers", "WorkerPool", "kinds_for"]
 
 log = logging.getLogger("crawlfleet.pool")
 
@@ -51,6 +51,27 @@ def kinds_for(kinds: Sequence[str], index: int, workers: int, browser_workers: i
     if index >= workers:
         return ["browser"]
     return [k for k in kinds if k != "browser"] or ["http"]
+
+
+class LocalWorkers(Protocol):
+    """What ``crawl``'s coordinator asks of its local workers: :class:`WorkerPool` (processes)
+    or :class:`~crawlfleet.local.inproc.InProcessWorker` (one, in its own process)."""
+
+    n: int
+    restarts: int
+    on_line: Callable[[str], None]
+
+    async def start(self) -> None: ...
+    async def go(self, message: Mapping[str, Any]) -> None: ...
+    @property
+    def stopped_itself(self) -> bool: ...
+    @property
+    def alive(self) -> int: ...
+    def terminate(self) -> int: ...
+    def kill(self) -> int: ...
+    async def check(self, finished: bool) -> bool: ...
+    async def wait(self, timeout: float) -> bool: ...
+    async def close(self, timeout: float = 15.0) -> None: ...
 
 
 class WorkerPool:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from crawlfleet.config import Settings
     from crawlfleet.frontier.ports import Frontier, JobActivity
     from crawlfleet.local.output import Output
-    from crawlfleet.local.pool import WorkerPool
+    from crawlfleet.local.pool import LocalWorkers
 
 __all__ = [
     "CrawlPlan",
@@ -50,6 +50,8 @@ __all__ = [
     "CrawlView",
     "crawl",
     "is_finished",
+    "progress_word",
+    "state_fields",
     "worker_pool",
 ]
 
@@ -81,7 +83,9 @@ class CrawlPlan:
     ``job_settings`` are stored with the job for every worker's loader (spider arguments, the
     job's ``-s`` settings, overrides such as the demo's ``start_urls``); ``worker_overrides``
     are settings the local workers apply over their own configuration (flags and ``-s``);
-    ``worker_argv`` the global options they are started with (``--config``, ``-v``/``-q``).
+    ``worker_argv`` the global options they are started with (``--config``, ``-v``/``-q``),
+    ``config`` the settings file an in-process worker reads (``--config``); ``worker_process``
+    keeps a single worker in a process of its own (see :func:`worker_pool`).
     """
 
     spider: str
@@ -92,6 +96,8 @@ class CrawlPlan:
     job_settings: Mapping[str, Any] = field(default_factory=dict)
     worker_overrides: Mapping[str, Any] = field(default_factory=dict)
     worker_argv: Sequence[str] = ()
+    config: str | None = None
+    worker_process: bool = False
     output: Output | None = None
     fresh: bool = False
     recrawl: bool = False  # a finished job starts its next run
@@ -150,23 +156,72 @@ def is_finished(stats: JobStats) -> bool:
     return stats.finished
 
 
+def progress_word(state: JobState, done: bool) -> str:
+    """One word (or two) for a job: what workers do with it, and whether it is done."""
+    if state is JobState.RUNNING:
+        return "finished" if done else "running"
+    if state is JobState.PAUSED:
+        return "paused (finished)" if done else "paused"
+    return "cancelled" if done else "cancelled (leases in flight)"
+
+
+def state_fields(stats: JobStats) -> dict[str, object]:
+    """A job's state as ``status --json`` and ``/api/jobs`` give it, consistent by construction:
+
+    * ``state``: ``running``, ``finished`` (running, nothing left anywhere in the fleet),
+      ``paused`` or ``cancelled``: never ``running`` beside ``"finished": true``;
+    * ``job_state``: what workers do with it, whether finished or not (``running``, ``paused``,
+      ``cancelled``: what ``jobs pause``, ``resume`` and ``cancel`` set);
+    * ``finished``: :func:`is_finished`;
+    * ``progress``: the status line's word (``paused (finished)``, ``cancelled (leases in
+      flight)``...).
+    """
+    done = is_finished(stats)
+    own = stats.state.value
+    return {
+        "state": "finished" if done and stats.state is JobState.RUNNING else own,
+        "job_state": own,
+        "finished": done,
+        "progress": progress_word(stats.state, done),
+    }
+
+
 # -- the crawl ------------------------------------------------------------------------------------
 
 
-def worker_pool(workers: int, worker_argv: Sequence[str], browser_workers: int = 0) -> WorkerPool:
-    """The local workers of a crawl, not started yet. Started first (``await pool.start()``),
-    they import while the coordinator loads the spider and opens the store; they learn the
-    queue and the job from :meth:`WorkerPool.go` (their settings file is the coordinator's)."""
+def worker_pool(
+    workers: int,
+    worker_argv: Sequence[str],
+    browser_workers: int = 0,
+    *,
+    config: str | None = None,
+    processes: bool = False,
+) -> LocalWorkers:
+    """The local workers of a crawl, not started yet: one worker runs in this process
+    (:mod:`crawlfleet.local.inproc`) unless ``processes``; more, or browser workers of their
+    own, are processes. Started first (``await pool.start()``), processes import while the
+    coordinator loads the spider and opens the store; they learn the queue and the job from
+    ``go`` (their settings file, ``config``, is the coordinator's)."""
+    if workers == 1 and not browser_workers and not processes:
+        from crawlfleet.local.inproc import InProcessWorker
+
+        return InProcessWorker(config)
     from crawlfleet.local.pool import WorkerPool
 
     return WorkerPool(workers, browser_workers=browser_workers, argv=worker_argv)
 
 
-async def crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool | None = None) -> CrawlReport:
+async def crawl(plan: CrawlPlan, view: CrawlView, pool: LocalWorkers | None = None) -> CrawlReport:
     """Run ``plan`` to the end (finished, interrupted, or an error raised as UsageError), with
     ``pool`` if it was started already (see :func:`worker_pool`)."""
     if pool is None:
-        pool = worker_pool(plan.workers, plan.worker_argv, plan.browser_workers)
+        pool = worker_pool(
+            plan.workers,
+            plan.worker_argv,
+            plan.browser_workers,
+            config=plan.config,
+            processes=plan.worker_process,
+        )
         await pool.start()
     pool.on_line = view.worker_line
     try:
@@ -175,7 +230,7 @@ async def crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool | None = None
         await pool.close()
 
 
-async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlReport:
+async def _crawl(plan: CrawlPlan, view: CrawlView, pool: LocalWorkers) -> CrawlReport:
     from crawlfleet.frontier import open_frontier
     from crawlfleet.intake import prepare, submit
     from crawlfleet.spiders import configure, load_spider, spider_ref
@@ -240,7 +295,7 @@ async def _crawl(plan: CrawlPlan, view: CrawlView, pool: WorkerPool) -> CrawlRep
 
 async def _run(
     store: Frontier,
-    pool: WorkerPool,
+    pool: LocalWorkers,
     view: CrawlView,
     plan: CrawlPlan,
     name: str,
@@ -324,7 +379,7 @@ class _Counts:
 class _Stopper:
     """The coordinator's signals: the first drains the workers, the second kills them."""
 
-    def __init__(self, pool: WorkerPool, view: CrawlView, lease_ttl: float) -> None:
+    def __init__(self, pool: LocalWorkers, view: CrawlView, lease_ttl: float) -> None:
         self.pool, self.view, self.lease_ttl = pool, view, lease_ttl
         self.how: str | None = None
         self._woken = asyncio.Event()

@@ -138,7 +138,13 @@ class WorkerMetrics:
         self.leases_held = Gauge("crawlfleet_leases_held", "Leases held", registry=r)
         self.local_fault = Gauge(
             "crawlfleet_worker_local_fault",
-            "1 while the worker stopped leasing for a local fault (disk full, out of files)",
+            "1 while the worker stopped leasing for a local fault (disk full, out of files, its "
+            "raw store away)",
+            registry=r,
+        )
+        self.raw_store_down = Gauge(
+            "crawlfleet_worker_raw_store_down",
+            "1 while the worker stopped leasing because its raw store (object store) is away",
             registry=r,
         )
         self.memory = Gauge("crawlfleet_worker_memory_bytes", "Worker process RSS", registry=r)
@@ -148,6 +154,8 @@ class WorkerMetrics:
         r.register(_SuccessRatio(self))
         #: the worker's browser pool's stats (``PoolStats``), when it runs one
         self.browser: Callable[[], Any] = lambda: None
+        #: labelled children by (metric, labels): bounded as the labels are (see LabelCap)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
     def observe(self, event: Event) -> None:
         """Fold one event into the metrics (an :class:`~crawlfleet.events.Observer`)."""
@@ -158,16 +166,26 @@ class WorkerMetrics:
         elif isinstance(event, LeasesLost):
             self.leases_lost.labels("reported" if event.reported else "heartbeat").inc(event.count)
 
+    def _of(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, remembered: prometheus_client checks and locks on every
+        ``labels`` call, and an attempt touches up to a dozen children."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def _attempt(self, e: AttemptEvent) -> None:
         if e.outcome is None:
             return  # given back unfetched: nothing happened to count
+        of = self._of
         job, domain = self.job(e.job), self.domain(e.domain)
         outcome = e.outcome.value
-        self.pages.labels(job, domain, e.fetcher, outcome).inc()
-        self.route_pages.labels(self.route(e.route or "direct"), outcome).inc()
+        of(self.pages, job, domain, e.fetcher, outcome).inc()
+        of(self.route_pages, self.route(e.route or "direct"), outcome).inc()
         if e.latency is not None:
-            self.fetch_duration.labels(e.fetcher).observe(e.latency)
-        self.bytes.labels(job, domain, e.fetcher).inc(e.nbytes)
+            of(self.fetch_duration, e.fetcher).observe(e.latency)
+        of(self.bytes, job, domain, e.fetcher).inc(e.nbytes)
         for counter, n in (
             (self.records, e.records),
             (self.quarantined, e.quarantined),
@@ -180,24 +198,33 @@ class WorkerMetrics:
             (self.retries, int(e.retry)),
         ):
             if n:
-                counter.labels(job).inc(n)
+                of(counter, job).inc(n)
         if e.dead_reason is not None:
-            self.dead.labels(job, e.dead_reason.value).inc()
+            of(self.dead, job, e.dead_reason.value).inc()
         if e.escalated is not None:
-            self.escalations.labels(job, e.escalated).inc()
+            of(self.escalations, job, e.escalated).inc()
         if not e.retry and e.outcome not in (Outcome.ROBOTS, Outcome.TRAP):
-            self.request_attempts.labels(job).observe(e.attempts)
+            of(self.request_attempts, job).observe(e.attempts)
 
     def sample_gauges(
-        self, *, in_flight: int, leases_held: int, local_fault: bool = False
+        self,
+        *,
+        in_flight: int,
+        leases_held: int,
+        local_fault: bool = False,
+        raw_store_down: bool = False,
     ) -> dict[str, float]:
-        """Set the gauges from the worker's state now; returns them (for the report)."""
+        """Set the gauges from the worker's state now; returns them (for the report).
+        ``raw_store_down``: the local fault is the raw store's (away), not the machine's."""
         self.in_flight.set(in_flight)
         self.leases_held.set(leases_held)
         self.local_fault.set(int(local_fault))
+        self.raw_store_down.set(int(raw_store_down))
         gauges: dict[str, float] = {"in_flight": in_flight, "leases_held": leases_held}
         if local_fault:
             gauges["local_fault"] = 1
+        if raw_store_down:
+            gauges["raw_store_down"] = 1
         rss = process_rss()
         if rss is not None:
             self.memory.set(rss)

@@ -46,8 +46,12 @@ __all__ = [
 
 #: most lanes read per overview (the most recently served)
 LANE_LIMIT: Final = 2000
-#: seconds without a report after which a worker counts as gone ([control] alive_after)
+#: seconds without a report after which a worker no longer counts as alive ([control] alive_after)
 ALIVE_AFTER: Final = 30.0
+#: seconds a worker that fell silent without saying it stopped stays listed as stale (and fires
+#: ``worker_stale``) before it counts as gone: a frozen or cut-off worker is back within this,
+#: a killed one is forgotten after it
+STALE_FOR: Final = 3600.0
 DEFAULT_RULES: Final = AlertRules()
 
 
@@ -139,11 +143,19 @@ class RouteView:
 
 @dataclass(frozen=True, slots=True)
 class WorkerView:
+    """One worker process as its last report shows it. ``state``: ``alive`` (reported within
+    ``alive_after``), ``stale`` (silent longer, never said it stopped: frozen, cut off from
+    the store, or killed; for up to :data:`STALE_FOR`), ``stopped`` (said so as it exited) or
+    ``gone`` (stale past :data:`STALE_FOR`, or started again under its id). ``silent``:
+    seconds since its last report."""
+
     stats: WorkerStats
     alive: bool
     gauges: Mapping[str, float]
     pages: float
     ok: float
+    state: str = "alive"
+    silent: float = 0.0
 
     @property
     def pages_per_second(self) -> float:
@@ -185,6 +197,11 @@ class Overview:
     @property
     def workers_alive(self) -> int:
         return sum(w.alive for w in self.workers)
+
+    @property
+    def workers_stale(self) -> list[WorkerView]:
+        """The workers that fell silent without stopping (see :class:`WorkerView`)."""
+        return [w for w in self.workers if w.state == "stale"]
 
     @property
     def pages_per_second(self) -> float:
@@ -308,6 +325,9 @@ def build_overview(
         ready=ready,
         workers_alive=ov.workers_alive,
         local_faults=[w.stats.worker for w in ov.workers if w.alive and w.gauge("local_fault")],
+        raw_store_down=[w.stats.worker for w in ov.workers if w.gauge("raw_store_down")],
+        stale=[(w.stats.worker, w.silent) for w in ov.workers_stale],
+        alive_after=alive_after,
     )
     return Overview(**{**ov.__dict__, "alerts": alerts})
 
@@ -455,7 +475,14 @@ def _pools(now: float, routes: Sequence[RouteRow]) -> dict[str, PoolHealth]:
     return {pool: pool_health(breakers, now) for pool, breakers in sorted(by_pool.items())}
 
 
+#: how :func:`_workers` orders the states: the ones to look at first
+_STATE_ORDER: Final = {"alive": 0, "stale": 1, "stopped": 2, "gone": 3}
+
+
 def _workers(now: float, rows: Sequence[WorkerStats], alive_after: float) -> list[WorkerView]:
+    newest: dict[str, float] = {}  # a worker id's latest start: an older row of it is gone
+    for w in rows:
+        newest[w.worker] = max(newest.get(w.worker, w.started_at), w.started_at)
     views = []
     for w in rows:
         try:
@@ -463,14 +490,32 @@ def _workers(now: float, rows: Sequence[WorkerStats], alive_after: float) -> lis
         except (ValueError, TypeError, AttributeError):
             gauges = {}
         samples = merge([w.counters])
-        alive = now - w.last_seen <= alive_after and not gauges.get("stopped")
+        silent = max(0.0, now - w.last_seen)
+        state = worker_state(
+            silent,
+            alive_after=alive_after,
+            stopped=bool(gauges.get("stopped")),
+            restarted=w.started_at < newest[w.worker],
+        )
         views.append(
             WorkerView(
                 w,
-                alive,
+                state == "alive",
                 gauges,
                 pages=total(samples, "crawlfleet_pages_total", outcome=FETCHED),
                 ok=total(samples, "crawlfleet_pages_total", outcome=SUCCESS),
+                state=state,
+                silent=silent,
             )
         )
-    return sorted(views, key=lambda v: (not v.alive, -v.stats.last_seen, v.stats.worker))
+    return sorted(views, key=lambda v: (_STATE_ORDER[v.state], -v.stats.last_seen, v.stats.worker))
+
+
+def worker_state(silent: float, *, alive_after: float, stopped: bool, restarted: bool) -> str:
+    """A worker's state from its last report: ``silent`` seconds ago, whether it said it
+    stopped, whether its id started again since (see :class:`WorkerView`)."""
+    if stopped:
+        return "stopped"
+    if restarted or silent > STALE_FOR:
+        return "gone"
+    return "alive" if silent <= alive_after else "stale"

@@ -37,7 +37,7 @@ FLEET_EVERY: Final = 60.0
 #: a fleet alert that keeps firing is sent again after this many seconds (its key's period)
 FLEET_REPEAT: Final = 3600.0
 #: the fleet alerts sent through the outbox here (worker_local_fault is sent by its worker)
-FLEET_RULES: Final = ("no_worker_alive", "oldest_queued_age")
+FLEET_RULES: Final = ("no_worker_alive", "worker_stale", "oldest_queued_age")
 
 
 async def keep(

@@ -18,7 +18,9 @@ it fleet-wide and every worker sees the same picture.
       half_open --(probe fails)--> open again, cooldown x backoff per failed probe (up to a cap)
 
   Refusals (:attr:`Signal.REFUSED`) open it after ``refused_threshold`` in a row (2): the
-  route is down, not slow, and should be out within seconds.
+  route is down, not slow, and should be out within seconds. A 429 is no failure of the route
+  (:func:`breaker_signal`): the site asks its lane to go slower, and the lane's pacing does;
+  taking the route out for every domain would idle it for a cool-down over a rate.
 
 :func:`pool_health` counts a pool's routes as healthy, open or probing, for the dashboard and
 ``plan``.
@@ -41,6 +43,7 @@ __all__ = [
     "PoolHealth",
     "RouteStats",
     "Signal",
+    "breaker_signal",
     "pool_health",
     "rank_routes",
 ]
@@ -81,6 +84,18 @@ class HealthConfig:
 
 
 DEFAULT_HEALTH: Final = HealthConfig()
+
+#: the status a site answers a client going too fast with: about the lane's rate, not the route
+TOO_MANY_REQUESTS: Final = 429
+
+
+def breaker_signal(signal: Signal | None, status: int | None) -> Signal | None:
+    """What an attempt tells its route's breaker: its ``signal``, but nothing for a 429 (the
+    site limits this client's rate on this domain; the lane's pacing slows down, the route
+    works) and nothing when there is no signal."""
+    if signal is Signal.BLOCK and status == TOO_MANY_REQUESTS:
+        return None
+    return signal
 
 
 def _decay(now: float, then: float, config: HealthConfig) -> float:

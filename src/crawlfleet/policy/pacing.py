@@ -16,8 +16,10 @@ it with :func:`update`, the clock passed in. The controller tells load from nois
   already handed out at the old pace, at most ``lease_horizon`` seconds of them) were answered
   by it and count neither toward the share nor as a new 429.
 * **A 429 is a hard signal.** It holds the lane for its ``Retry-After`` (or one new delay) and
-  teaches a ceiling, ``limit_delay``: one over the rate of healthy answers in the
-  ``rate_window`` seconds before it, about what the host accepts. The lane goes on at
+  teaches a ceiling, ``limit_delay``: one over the rate of requests the host took (all but
+  429s, counted by when they were sent, as a limiter counts them) in the ``rate_window``
+  seconds before the 429 was sent, or of the healthy answers if higher: about what the host
+  accepts, even for a lane younger than the window or just back from a hold. The lane goes on at
   ``limit_fraction`` of that rate and probes upward by ``probe`` a second but at most
   ``probe_step`` an answer (so a cycle from one 429 to the next is some 400 requests, whatever
   the limit); the next 429 teaches again (one 429 at most halves the ceiling). The width stays:
@@ -100,6 +102,9 @@ class PacingState:
     ``rate_at``.
     ``slowdowns``: slow-downs so far (a 429's, or push-back become the rule): the controller's
     decisions, counted so that a crawl can tell noise from load afterwards without a clock.
+    ``sent_from`` / ``sent_now`` / ``sent_before``: requests the host took (every attempt that
+    reached it but a 429), counted by when they were *sent*, in ``rate_window`` buckets: the
+    one starting at ``sent_from`` and the one before it. What a 429 teaches is read here.
     """
 
     delay: float
@@ -122,6 +127,9 @@ class PacingState:
     probed_at: float = 0.0
     burst_rate: float = 0.0
     slowdowns: int = 0
+    sent_from: float = 0.0
+    sent_now: float = 0.0
+    sent_before: float = 0.0
 
 
 #: the PacingState field names, for stores that keep the state as one document
@@ -177,6 +185,38 @@ def update(
 
 def _with(state: PacingState, **changes: Any) -> PacingState:
     return replace(state, **changes)
+
+
+def _sent(state: PacingState, config: PacingConfig, started: float) -> dict[str, float]:
+    """The sent counts with one more request the host took, sent at ``started`` (one sent
+    before the previous bucket is too old to count; a clock stepping back changes nothing)."""
+    width = config.rate_window
+    start, now, before = state.sent_from, state.sent_now, state.sent_before
+    if start and start - width <= started < start:
+        before += 1.0
+    elif start and start <= started < start + width:
+        now += 1.0
+    elif start and start + width <= started < start + 2 * width:
+        start, now, before = start + width, 1.0, now
+    elif not start or started >= start + 2 * width:
+        start, now, before = math.floor(started / width) * width, 1.0, 0.0
+    return {"sent_from": start, "sent_now": now, "sent_before": before}
+
+
+def _sent_rate(state: PacingState, config: PacingConfig, at: float) -> float:
+    """Requests a second the host took in the ``rate_window`` seconds before ``at``, by send
+    time (a sliding window from two buckets, the older weighted by its part inside)."""
+    width, start = config.rate_window, state.sent_from
+    if not start or at < start - width:
+        return 0.0
+    if at < start:  # sent in the previous bucket: what came before it is not counted here
+        return state.sent_before / width
+    into = (at - start) / width
+    if into < 1.0:
+        return (state.sent_before * (1.0 - into) + state.sent_now) / width
+    if into < 2.0:
+        return state.sent_now * (2.0 - into) / width
+    return 0.0
 
 
 def _decayed_rate(state: PacingState, config: PacingConfig, now: float) -> float:
@@ -300,6 +340,7 @@ def _answered(
         probe_from=probe_from,
         probed_at=probed_at,
         slowdowns=state.slowdowns,
+        **_sent(state, config, started),
     )
 
 
@@ -384,21 +425,31 @@ def _troubled(
     if retry_after is not None and (status == 429 or share >= config.pushback_share):
         until = now + min(max(retry_after, 0.0), config.retry_after_cap)
         blocked_until = max(blocked_until, until)
-    state = _with(state, blocked_until=blocked_until, share=share, ok_in_row=0)
+    sent = _sent(state, config, started) if status != 429 else {}
+    state = _with(state, blocked_until=blocked_until, share=share, ok_in_row=0, **sent)
     if not counted or not pushback:
         return state
     if status == 429:
-        return _slow_down(state, config, now, learn=True)
+        return _slow_down(state, config, now, learn=True, started=started)
     if share >= config.pushback_share:
         return _slow_down(state, config, now, learn=False)
     return state
 
 
-def _slow_down(state: PacingState, config: PacingConfig, now: float, learn: bool) -> PacingState:
-    """Slow the lane down once: a 429 teaches a ceiling (``learn``) and keeps the width;
-    push-back become the rule doubles the delay and narrows the window."""
+def _slow_down(
+    state: PacingState, config: PacingConfig, now: float, learn: bool, started: float = 0.0
+) -> PacingState:
+    """Slow the lane down once: a 429 (sent at ``started``) teaches a ceiling (``learn``) and
+    keeps the width; push-back become the rule doubles the delay and narrows the window.
+
+    The ceiling is what the host took in the ``rate_window`` before the 429 was sent, counted
+    by send time (what a limiter counts), or the healthy answers' rate if higher. The answers'
+    rate alone decays over the window: it remembers a hold or a stall of the worker, and a
+    lane young as the window (the first 429 of a crawl) has not run a whole window yet."""
     least = _least_delay(state, config)
     accepted = _decayed_rate(state, config, now)
+    if learn:
+        accepted = max(accepted, _sent_rate(state, config, started))
     limit_delay, window = state.limit_delay, _window(state, config)
     if learn and accepted > 0.0:
         learned = 1.0 / accepted

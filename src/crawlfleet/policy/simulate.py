@@ -83,7 +83,7 @@ class Crawl:
     client_cpu: float = 0.0
     report_delay: float = 0.002
     lease_delay: float = 0.001
-    horizon: float = 2.0
+    horizon: float | None = None  # the store's lease horizon (None: the pacing config's)
     next_at_follows: bool = False
     start_width: int | None = None
     stalls: tuple[float, float] | None = None
@@ -188,6 +188,7 @@ class _Sim:
         self.config = replace(
             crawl.pacing, min_delay=crawl.min_delay, max_concurrency=crawl.max_concurrency
         )
+        self.horizon = self.config.lease_horizon if crawl.horizon is None else crawl.horizon
         self.state = initial(self.config, site.crawl_delay)
         if crawl.start_width is not None:  # a store that seeds new lanes at another width
             self.state = replace(
@@ -252,15 +253,15 @@ class _Sim:
                 self.wake(self.waiting[0][0])
             return
         start = max(self.next_at, now)
-        if start > now + self.crawl.horizon:
-            self.wake(start - self.crawl.horizon)
+        if start > now + self.horizon:
+            self.wake(start - self.horizon)
             return
         free = st.concurrency - sum(self.in_flight)
         share = -(-st.concurrency // self.crawl.workers)
         for worker in range(self.crawl.workers):
             want = min(free, share - self.in_flight[worker], len(self.ready))
             if st.delay > 0:
-                want = min(want, int((now + self.crawl.horizon - start) / st.delay) + 1)
+                want = min(want, int((now + self.horizon - start) / st.delay) + 1)
             for _ in range(max(0, want)):
                 page = self.ready.popleft()
                 self.in_flight[worker] += 1
@@ -271,7 +272,7 @@ class _Sim:
         self.next_at = max(self.next_at, start)
         self.last_start = start - st.delay
         if st.delay > 0 and self.ready and free > 0:
-            self.wake(max(now, start - self.crawl.horizon))
+            self.wake(max(now, start - self.horizon))
 
     def thawed(self, when: float) -> float:
         """``when``, or the end of the stall it falls in."""

@@ -1,9 +1,11 @@
-"""Faults of the worker's own machine: a full WARC disk, a quota, no file descriptors left.
+"""Faults of the worker's own: a full WARC disk, a quota, no file descriptors left, a raw store
+(object store) that does not answer.
 
 They are the worker's failures, not the pages': an attempt that met one is given back unfetched
 (it counts against no site, route or request), and the worker stops leasing, gives back every
-lease it holds, raises the ``worker_local_fault`` alert and probes until the machine has room
-again (:meth:`crawlfleet.worker.loops.Worker.run`).
+lease it holds, raises the ``worker_local_fault`` alert and looks again every few seconds until
+the machine has room and the raw store answers (:meth:`crawlfleet.worker.loops.Worker.run`;
+the raw store's uploader notices it away and back: :class:`crawlfleet.data.rawstore.S3Store`).
 """
 
 from __future__ import annotations

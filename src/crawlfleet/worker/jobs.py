@@ -21,7 +21,7 @@ from crawlfleet.config import Settings
 from crawlfleet.config.custom_settings import for_spider
 from crawlfleet.data.rawstore import RawStore, open_raw_store
 from crawlfleet.data.warc import WarcWriter, recover
-from crawlfleet.errors import CrawlfleetError, SpiderLoadError
+from crawlfleet.errors import CrawlfleetError, RawStoreUnavailable, SpiderLoadError
 from crawlfleet.fetch.base import Fetcher, FetcherPool
 from crawlfleet.fetch.http import FetchSettings, HttpClient, HttpFetcher
 from crawlfleet.fetch.impersonate import ImpersonateClient, ImpersonateFetcher
@@ -200,6 +200,7 @@ class JobContexts:
                 error_recheck=s.robots_recheck,
                 down_recheck=s.host_recheck,
                 climb=climb,
+                shared=self.store,  # one fetch of a host's robots.txt for the whole fleet
             )
             robots = RobotsGate(
                 cache,
@@ -229,13 +230,23 @@ class JobContexts:
         return fetcher
 
     async def raw_store(self, s: Settings) -> RawStore:
-        """The raw store ``s`` names, opened once per worker (spiders may name their own)."""
+        """The raw store ``s`` names, opened once per worker (spiders may name their own); one
+        that does not answer yet opens with its :attr:`~crawlfleet.data.rawstore.RawStore.fault`
+        set (:meth:`raw_fault`)."""
         store = self._raw.get(s.raw)
         if store is None:
             store = open_raw_store(s.raw, s3_endpoint=s.s3_endpoint, spool=s.raw_spool)
-            await asyncio.to_thread(store.open)
+            # a store away now is waited out (the worker's local fault), a refusal stops it
+            await asyncio.to_thread(store.open, wait=True)
             self._raw[s.raw] = store
         return store
+
+    def raw_fault(self) -> RawStoreUnavailable | None:
+        """Why a raw store of this worker takes no files now (an object store away), if so."""
+        for store in self._raw.values():
+            if (fault := store.fault) is not None:
+                return fault
+        return None
 
     def forget_sent(self) -> None:
         """Forget which links each job sent (a cache: the store dedupes them anyway), so the

@@ -34,7 +34,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from crawlfleet.config import Settings
-from crawlfleet.errors import StoreError, WorkerStopped
+from crawlfleet.errors import RawStoreUnavailable, StoreError, WorkerStopped
 from crawlfleet.events import EventBus, Leased, LeasesLost
 from crawlfleet.frontier.ports import Frontier, WorkerStats
 from crawlfleet.frontier.upkeep import UPKEEP_EVERY
@@ -64,7 +64,7 @@ REPORT_RETRY = 1.0
 GATHER_ABOVE = 16
 #: results in a row the store refused for a bug (not an outage) before the worker stops itself
 REFUSALS_TO_STOP = 3
-#: seconds between two looks for room of a worker stopped by a local fault (disk full)
+#: seconds between two looks of a worker stopped by a local fault (disk full, raw store away)
 FAULT_PROBE_EVERY = 2.0
 
 
@@ -128,6 +128,7 @@ class Worker:
         self._job_names: tuple[float, list[str]] = (-JOB_LIST_TTL, [])
         self._held: dict[int, Lease] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._releases: set[asyncio.Future[set[int]]] = set()  # give-backs on their way
         self._task_of: dict[int, asyncio.Task[None]] = {}  # lease id -> its handler
         self._pending = _Pending()
         self._has_pending = asyncio.Event()  # wakes the reporter
@@ -139,6 +140,7 @@ class Worker:
         self._refused_in_row = 0  # results the store refused for a bug since the last it took
         self._fatal: WorkerStopped | None = None  # why this worker stopped itself
         self._fault: str | None = None  # the local fault (disk full) it waits out, if any
+        self._fault_raw = False  # that fault is its raw store's (away), not its disk's
         self._fault_since = 0.0
         self._last_pages = (time.monotonic(), 0.0)  # for the pages/s of a report
 
@@ -191,6 +193,8 @@ class Worker:
                 with suppress(asyncio.CancelledError):
                     await task
             await self._flush()
+            if self._releases:  # give-backs of cancelled attempts reach the store first
+                await asyncio.wait(self._releases, timeout=self.grace)
             await self.contexts.close()
             await self._save_stats(stopped=True)  # the last counts: the fleet's totals are exact
         if self._fatal is not None:
@@ -210,8 +214,10 @@ class Worker:
         last = -IDLE_LEASE_GAP
         while not self._stopping.is_set():
             loop = asyncio.get_running_loop()
+            if self._fault is None and (away := self.contexts.raw_fault()) is not None:
+                await self._local_fault(away)
             if self._fault is not None:
-                await self._look_for_room()
+                await self._wait_out_fault()
                 continue
             if self._free() <= 0 or self._pending or self._reporting:
                 # full, or a report is on its way and leases for us: wait for it
@@ -316,7 +322,7 @@ class Worker:
     async def _start_all(self, leases: Sequence[Lease]) -> None:
         if leases and self._fault is not None:  # leased by a call on its way when it began
             with suppress(StoreError):
-                await self.frontier.release([lease.ref for lease in leases])
+                await self._release([lease.ref for lease in leases])
             return
         if leases:
             self.events.emit(Leased(len(leases)))
@@ -361,12 +367,15 @@ class Worker:
 
     async def _abandon(self, lease: Lease) -> None:
         """Give back the lease of a crashed attempt (the request runs again elsewhere), or
-        stop holding it when even that fails (then it expires and is rescued)."""
-        self._held.pop(lease.id, None)
+        stop holding it when even that fails (then it expires and is rescued). It is held
+        until the give-back returns: a local fault that begins meanwhile (and cancels this
+        attempt) gives it back with the others."""
         try:
-            await self.frontier.release([lease.ref])
+            await self._release([lease.ref])
         except Exception as exc:  # the lease expires: nothing is lost
             log.warning("could not give back %s: %s", describe(lease), _line(exc))
+        finally:
+            self._held.pop(lease.id, None)
 
     def _settle(self, rt: JobRuntime, verdict: Completion | Failure) -> None:
         """Queue the verdict for the reporter (none while a local fault holds: its lease was
@@ -383,31 +392,48 @@ class Worker:
 
     async def _give_back(self, lease: Lease) -> None:
         """Release ``lease`` unfetched (no attempt used) and stop holding it."""
-        await self.frontier.release([lease.ref])
-        self._held.pop(lease.id, None)
+        try:
+            await self._release([lease.ref])
+        finally:
+            self._held.pop(lease.id, None)
+
+    async def _release(self, refs: list[LeaseRef]) -> None:
+        """Give ``refs`` back to the queue. A cancel of the caller (a local fault cancels every
+        attempt, a drain cut short) does not cut the store call off: cut off, it may never
+        reach the store while its caller has stopped holding the leases, and they would stay
+        leased to nobody until they expire."""
+        if not refs:
+            return
+        call = asyncio.ensure_future(self.frontier.release(refs))
+        self._releases.add(call)
+        call.add_done_callback(_settled_release)
+        call.add_done_callback(self._releases.discard)
+        await asyncio.shield(call)
 
     # -- local faults ---------------------------------------------------------------------------
 
-    async def _local_fault(self, exc: OSError) -> None:
-        """This machine is out of something (disk, files): stop leasing, give back every lease
-        (unfetched: no attempt counts), say so once, raise the alert; :meth:`_look_for_room`
-        resumes."""
+    async def _local_fault(self, exc: OSError | RawStoreUnavailable) -> None:
+        """This machine is out of something (disk, files) or its raw store is away: stop
+        leasing, give back every lease (unfetched: no attempt counts), say so once, raise the
+        alert; :meth:`_wait_out_fault` resumes."""
         if self._fault is not None:
             return
         self._fault, self._fault_since = _line(exc), time.monotonic()
+        self._fault_raw = isinstance(exc, RawStoreUnavailable)
         me = asyncio.current_task()
         for task in list(self._tasks):
             if task is not me:
                 task.cancel()
         self._pending = _Pending()  # their WARC data may not be durable: fetched again
         self.contexts.forget_sent()  # links of pages never reported must be sent again
+        # every lease still held, those of attempts giving theirs back right now included
         refs = [lease.ref for lease in self._held.values()]
         self._held.clear()
         with suppress(StoreError):
-            await self.frontier.release(refs)
+            await self._release(refs)
         log.error(
-            "worker %s stopped leasing: %s (a fault of this machine, not of the pages); "
-            "%d leases given back, looking for room every %.0f s",
+            "worker %s stopped leasing: %s (a fault of this worker's, not of the pages'); "
+            "%d leases given back, looking again every %.0f s",
             self.worker_id,
             self._fault,
             len(refs),
@@ -416,12 +442,13 @@ class Worker:
         await self._save_stats()  # the gauge, and so the alert of status, at once
         await self._notify_fault()
 
-    async def _look_for_room(self) -> None:
-        """Wait, then probe the WARC directories; with room again, new WARC writers (the
-        broken files recovered under the names their records carry) and leasing again."""
+    async def _wait_out_fault(self) -> None:
+        """Wait, then look again: room in the WARC directories (a probe written and synced)
+        and the raw stores answering (their uploaders ask them). With both, new WARC writers
+        (the broken files recovered under the names their records carry) and leasing again."""
         with suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), FAULT_PROBE_EVERY)
-        if self._stopping.is_set():
+        if self._stopping.is_set() or self.contexts.raw_fault() is not None:
             return
         if await asyncio.to_thread(has_room, self.contexts.warc_directories()) is not None:
             return
@@ -429,19 +456,20 @@ class Worker:
         # again: a cancelled attempt's parse may have gone on in its thread meanwhile
         self.contexts.forget_sent()
         log.warning(
-            "worker %s leases again: room on its disk after %.0f s (%d WARC files closed)",
+            "worker %s leases again after %.0f s: %s (%d WARC files closed)",
             self.worker_id,
             time.monotonic() - self._fault_since,
+            "its raw store answers" if self._fault_raw else "room on its disk",
             len(recovered),
         )
-        self._fault = None
+        self._fault, self._fault_raw = None, False
         await self._save_stats()
 
     async def _notify_fault(self) -> None:
         """The ``worker_local_fault`` alert through the notification outbox (webhooks, Slack,
         mail: the destinations that take alerts), once per fault."""
         from crawlfleet.frontier.outbox import OutboxEvent
-        from crawlfleet.monitor.alerts import Alert
+        from crawlfleet.monitor.alerts import MACHINE_FAULT, RAW_STORE_FAULT, Alert
         from crawlfleet.notify.destinations import destinations
         from crawlfleet.notify.payloads import dumps, fleet_alert_body
 
@@ -449,11 +477,12 @@ class Worker:
         if not dests:
             return
         now = time.time()
-        alert = Alert("worker_local_fault", self.worker_id, 1.0, 0.0)
+        what = RAW_STORE_FAULT if self._fault_raw else MACHINE_FAULT
+        alert = Alert("worker_local_fault", self.worker_id, what, 0.0)
         key = f"alert:fleet:worker_local_fault:{self.worker_id}:{int(now)}"
         message = f"{alert.message} ({self._fault})"
         body = fleet_alert_body(
-            key, alert.rule, self.worker_id, message, value=1.0, threshold=0.0, at=now
+            key, alert.rule, self.worker_id, message, value=what, threshold=0.0, at=now
         )
         event = OutboxEvent(
             key, "alert", dumps(body), dests, None, None, self.settings.notify.tries
@@ -461,7 +490,7 @@ class Worker:
         try:
             await self.frontier.emit([event])
         except StoreError as exc:
-            log.warning("could not queue the disk alert: %s", exc)
+            log.warning("could not queue the local fault alert: %s", exc)
 
     # -- reporting ------------------------------------------------------------------------------
 
@@ -553,7 +582,11 @@ class Worker:
         await self.contexts.flush()
         await self.identities.flush()  # cookies learnt, sessions retired: for the whole fleet
         # the slots these requests free are leased again in the same transaction
-        stopped = self._stopping.is_set() or self._fault is not None
+        stopped = (
+            self._stopping.is_set()
+            or self._fault is not None
+            or self.contexts.raw_fault() is not None  # the lease loop stops for it next
+        )
         ask = 0 if stopped else min(self._free(), self.settings.lease_batch)
         jobs = await self._lease_jobs() if ask else None
         if jobs is not None and not jobs:
@@ -666,7 +699,10 @@ class Worker:
         now, pages = time.monotonic(), self.metrics.pages_total()
         self._last_pages = (now, pages)
         gauges = self.metrics.sample_gauges(
-            in_flight=len(self._tasks), leases_held=len(self._held), local_fault=bool(self._fault)
+            in_flight=len(self._tasks),
+            leases_held=len(self._held),
+            local_fault=bool(self._fault),
+            raw_store_down=self._fault_raw,
         )
         gauges["pages_per_second"] = (pages - before) / (now - at) if now > at else 0.0
         if stopped:
@@ -701,6 +737,12 @@ def gathers(held: int, pending: int) -> bool:
     with little in flight (a chain of pages, a polite domain) reports each page at once; a busy
     one reports a share of its window at a time."""
     return held > GATHER_ABOVE and pending < max(GATHER_ABOVE // 4, held // 4)
+
+
+def _settled_release(call: asyncio.Future[set[int]]) -> None:
+    """Retrieve the outcome of a give-back whose caller was cancelled (its lease expires)."""
+    if not call.cancelled() and (exc := call.exception()) is not None:
+        log.debug("could not give back leases: %s", _line(exc))
 
 
 def _contained(completion: Completion, exc: BaseException) -> Completion:

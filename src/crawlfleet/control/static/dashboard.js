@@ -41,6 +41,8 @@
       .join(" · ") || "–";
   const secs = (s) => (s === null || s === undefined ? "–" : s < 120 ? s.toFixed(1) + "s" : s < 7200 ? (s / 60).toFixed(1) + "m" : (s / 3600).toFixed(1) + "h");
   const bytes = (n) => (n === null || n === undefined ? "–" : n < 1 << 20 ? (n / 1024).toFixed(0) + " KiB" : (n / (1 << 20)).toFixed(0) + " MiB");
+  // a worker's state (see the overview's WorkerView): alive, stale (silent, never said it stopped), stopped, gone
+  const workerClass = { alive: "healthy", stale: "open", stopped: "muted", gone: "muted" };
   const when = (t) => (t ? new Date(t * 1000).toLocaleTimeString() : "–");
 
   async function get(path) {
@@ -144,7 +146,9 @@
         ["success", pct(o.success_ratio)],
         ["block rate", pct(o.block_ratio)],
         ["validation failures", pct(o.validation_failure_ratio)],
-        ["workers alive", num(o.workers_alive) + " / " + num(o.workers), o.workers_alive ? "" : "bad"],
+        // red when work waits for a worker or one fell silent; none alive after a finish is fine
+        ["workers alive", num(o.workers_alive) + " / " + num(o.workers) + (o.workers_stale ? " (" + num(o.workers_stale) + " stale)" : ""),
+          o.workers_stale || o.alerts.some((a) => a.rule === "no_worker_alive") ? "bad" : ""],
         ["in flight", num(o.leased)],
         ["done", num(o.done)],
         ["dead", num(o.dead)],
@@ -165,7 +169,7 @@
       const [jobs, h] = await Promise.all([get("/api/jobs"), get("/api/history")]);
       content.replaceChildren(table([
         { title: "job", value: (j) => j.name },
-        { title: "state", value: (j) => (j.finished ? "finished" : j.state) + (j.finished && j.state !== "running" ? " (" + j.state + ")" : "") },
+        { title: "state", value: (j) => j.progress },
         { title: "queued", num: true, value: (j) => num(j.queued) },
         { title: "waiting", num: true, value: (j) => num(j.waiting) },
         { title: "leased", num: true, value: (j) => num(j.leased) },
@@ -178,8 +182,8 @@
         { title: "retry depth", num: true, value: (j) => j.avg_retry_depth.toFixed(2) },
         { title: "oldest", num: true, value: (j) => secs(j.oldest_queued_age) },
         { title: "", value: (j) => [
-          j.state === "running" ? actionButton("pause", j.name, "pause") : actionButton("resume", j.name, "resume"),
-          j.state !== "cancelled" ? actionButton("cancel", j.name, "cancel") : null,
+          j.job_state === "running" ? actionButton("pause", j.name, "pause") : actionButton("resume", j.name, "resume"),
+          j.job_state !== "cancelled" ? actionButton("cancel", j.name, "cancel") : null,
         ] },
       ], jobs, "no jobs"));
       chartsBox();
@@ -231,7 +235,8 @@
       const [workers, h] = await Promise.all([get("/api/workers"), get("/api/history")]);
       content.replaceChildren(table([
         { title: "worker", value: (w) => w.worker },
-        { title: "alive", value: (w) => el("span", { class: "state " + (w.alive ? "healthy" : "open") }, w.alive ? "alive" : "gone") },
+        { title: "state", value: (w) => el("span", { class: "state " + workerClass[w.state], dataset: { state: w.state } },
+          w.state === "stale" ? "stale: no report for " + secs(w.silent) : w.state) },
         { title: "kind", value: (w) => w.kinds },
         { title: "host", value: (w) => w.host + " (pid " + w.pid + ")" },
         { title: "pages/s", num: true, value: (w) => num(w.pages_per_second) },

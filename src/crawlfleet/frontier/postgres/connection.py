@@ -77,6 +77,7 @@ STORE_TABLES: Final = (
     "record_versions",
     "records",
     "requests",
+    "robots_files",
     "routes",
     "run_profiles",
     "runs",

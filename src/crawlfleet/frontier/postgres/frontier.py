@@ -91,6 +91,15 @@ class PostgresFrontier(PostgresQueue, PostgresRuns, PostgresOutbox, SqlInsights)
         floor = pace.crawl_floor(self.pacing, seconds)
         await self._run(lambda c: c.execute(Q["set_crawl_delay"], domain, floor))
 
+    async def robots_file(self, origin: str) -> tuple[str, str, float] | None:
+        now = self.clock()
+        row = await self._run(lambda c: c.fetchrow(Q["robots_file"], origin, now), write=False)
+        return (row[0], row[1], row[2]) if row is not None else None
+
+    async def save_robots_file(self, origin: str, state: str, text: str) -> None:
+        now = self.clock()
+        await self._run(lambda c: c.execute(Q["save_robots_file"], origin, state, text, now))
+
     async def domain_state(self, domain: str) -> DomainState | None:
         lanes = await self.lanes(domain)
         return lanes[0] if lanes else None

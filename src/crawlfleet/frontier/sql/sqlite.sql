@@ -1518,3 +1518,26 @@ WHERE job_id = ?1 AND key > ?2
   AND ((run = ?4 AND status IN ('new', 'changed')) OR (status = 'removed' AND removed_run = ?4))
 ORDER BY key
 LIMIT ?3;
+
+-- name: migration_0045_robots_files
+-- Schema version 45: the robots.txt each origin answered, shared by the fleet: a worker that
+-- meets a host asks the store first, and fetches the file only when no worker has within its
+-- lifetime (RobotsCache ttl). Only definite answers are kept: a file read (state ok, its text;
+-- a file cut at the size limit is kept cut at its last whole line) or none to read (a 4xx or
+-- too many redirects: allow_all). An unreachable one is the host's passing state, re-checked
+-- by each worker. fetched_at: the store's clock.
+CREATE TABLE robots_files (
+    origin     TEXT PRIMARY KEY,
+    state      TEXT NOT NULL,
+    body       TEXT NOT NULL DEFAULT '',
+    fetched_at REAL NOT NULL
+) WITHOUT ROWID;
+
+-- name: robots_file
+-- the origin's shared robots.txt and its age in seconds
+SELECT state, body, ?2 - fetched_at FROM robots_files WHERE origin = ?1;
+
+-- name: save_robots_file
+INSERT INTO robots_files (origin, state, body, fetched_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (origin) DO UPDATE SET
+    state = excluded.state, body = excluded.body, fetched_at = excluded.fetched_at;

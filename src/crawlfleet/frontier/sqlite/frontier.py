@@ -102,6 +102,15 @@ class SQLiteFrontier(SQLiteQueue, SQLiteRuns, SQLiteOutbox, SqlInsights):
 
         await self._run(self._write(tx))
 
+    async def robots_file(self, origin: str) -> tuple[str, str, float] | None:
+        now = self.clock()
+        row = await self._run(lambda db: db.execute(Q["robots_file"], (origin, now)).fetchone())
+        return (row[0], row[1], row[2]) if row is not None else None
+
+    async def save_robots_file(self, origin: str, state: str, text: str) -> None:
+        args = (origin, state, text, self.clock())
+        await self._run(self._write(lambda db: db.execute(Q["save_robots_file"], args)))
+
     async def domain_state(self, domain: str) -> DomainState | None:
         lanes = await self.lanes(domain)
         return lanes[0] if lanes else None
