@@ -345,6 +345,10 @@ class Failure:
     #: a page type's fetcher learnt from this page: (URL pattern, "http" | "browser"), or its
     #: domain's rung on the ladder: ("", "impersonate" | "browser")
     page_type: tuple[str, str] | None = None
+    #: links already found on the page as it arrived, queued now though the page is fetched
+    #: again (an ``auto`` page sent to the browser, or waiting for its type's judgement there):
+    #: the rest of the crawl goes on without waiting for the render
+    discovered: Sequence[NewRequest] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.outcome, str) and not isinstance(self.outcome, Outcome):

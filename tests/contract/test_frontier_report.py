@@ -215,6 +215,35 @@ async def test_lease__a_request_sent_up_the_ladder_goes_to_a_worker_of_its_rung(
     assert (await frontier.page_types("j"))[("a.test", "")] == "impersonate"
 
 
+@pytest.mark.parametrize("verb", ["report", "fail"])
+async def test_fail__the_links_a_page_sent_on_came_with_are_queued_at_once(
+    frontier: Frontier, verb: str
+) -> None:
+    # an auto page sent to the browser (or waiting for its type's judgement there) carries the
+    # links its raw body had: they are queued now, the page itself is fetched again
+    await job(frontier, limits=ONE)
+    await frontier.enqueue("j", [req("http://a.test/list")])
+    (listing,) = await frontier.lease("H", 5, TTL)
+    links = [req("http://a.test/p/1", depth=1), req("http://a.test/list", depth=1)]
+    sent = Failure(
+        listing.ref, "needs the browser", retry_at=0.0, count_attempt=False,
+        refetch_with="browser", discovered=links, outcome=Outcome.OK, status=200, latency=0.01,
+    )  # fmt: skip
+    if verb == "report":
+        settled = await frontier.report("H", failed=[sent], lease=5, ttl=TTL, kinds=["http"])
+        assert settled.failed == {listing.id}
+        # the slot the page freed goes to its link in the same transaction
+        assert [(x.url, x.depth) for x in settled.leases] == [("http://a.test/p/1", 1)]
+    else:
+        assert await frontier.fail([sent]) == {listing.id}
+        (product,) = await frontier.lease("H", 5, TTL, kinds=["http"])
+        assert (product.url, product.depth) == ("http://a.test/p/1", 1)
+    assert await frontier.lease("B", 5, TTL, kinds=["browser"]) == [], "the one slot is taken"
+    stats = await frontier.stats("j")
+    # the page waits for the browser; its own link was no second request
+    assert (stats.queued + stats.waiting, stats.leased, stats.dead) == (1, 1, 0)
+
+
 async def test_stats__final_answers_are_done_and_counted_gone(frontier: Frontier) -> None:
     await job(frontier)
     await frontier.enqueue("j", urls(3))

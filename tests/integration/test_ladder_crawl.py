@@ -36,8 +36,12 @@ async def shop(ca: LocalCA) -> AsyncIterator[GatedShop]:
     await gated.close()
 
 
-async def _crawl(tmp_path: Path, shop: GatedShop, ca: LocalCA, fetcher: str) -> Any:
-    spider = write_spider(tmp_path / "shop.py", shop.base, fetcher=fetcher)
+async def _crawl(
+    tmp_path: Path, shop: GatedShop, ca: LocalCA, fetcher: str, *, gated: bool = True
+) -> Any:
+    spider = write_spider(
+        tmp_path / "shop.py", shop.base if gated else shop.open_base, fetcher=fetcher
+    )
     env = {"SSL_CERT_FILE": str(ca.ca_file)}
     args = ["crawl", str(spider), "-o", "out.jsonl", "-w", "1", "-s", "max_attempts=2"]
     done = await asyncio.to_thread(run, args, tmp_path, 400, env=env)
@@ -73,6 +77,20 @@ def _skus(tmp_path: Path) -> set[str]:
     return {r["sku"] for r in read_jsonl(out)} if out.exists() else set()
 
 
+def _records_exact(tmp_path: Path, products: int = PRODUCTS) -> None:
+    """Every record of the catalog, once each."""
+    expected = sorted(r["sku"] for r in Catalog(products).expected_records())
+    skus = sorted(r["sku"] for r in read_jsonl(tmp_path / "out.jsonl"))
+    assert skus == expected, set(skus) ^ set(expected)
+
+
+def _judged_types(tmp_path: Path) -> int:
+    """The page types the crawl judged (the domain's rung, stored under "", is none)."""
+    with sqlite3.connect(tmp_path / ".crawlfleet" / "queue.db") as db:
+        query = "SELECT count(*) FROM page_types WHERE pattern != ''"
+        return int(db.execute(query).fetchone()[0])
+
+
 EXPECTED = {r["sku"] for r in Catalog(PRODUCTS).expected_records()}
 
 
@@ -101,7 +119,7 @@ async def test_auto_climbs_from_its_blocked_seed_and_gets_every_record(
 ) -> None:
     done, status = await _crawl(tmp_path, shop, ca, "auto")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert _skus(tmp_path) == EXPECTED
+    _records_exact(tmp_path)
     domain = _domain(status)
     rungs, blocks = domain["rungs"], domain["rung_blocks"]
     # the seed (and the few pages queued before the domain's rung was known, and the probes
@@ -115,3 +133,35 @@ async def test_auto_climbs_from_its_blocked_seed_and_gets_every_record(
     assert not blocks.get("impersonate") and not blocks.get("browser"), domain
     # robots.txt was read a rung up too: the wall's 403 is not "no robots.txt, allow all"
     assert _fetched_carts(tmp_path) == 0
+
+
+#: a catalog with listings of several pages each: links of a page type found while a page of
+#: it is being judged in the browser
+OPEN_PRODUCTS = 600
+
+
+@pytest.fixture
+async def big_shop(ca: LocalCA) -> AsyncIterator[GatedShop]:
+    gated = await start_gated_shop(ca, Catalog(OPEN_PRODUCTS))
+    yield gated
+    await gated.close()
+
+
+async def test_auto_on_the_open_shop_judges_each_page_type_from_one_page(
+    tmp_path: Path, big_shop: GatedShop, ca: LocalCA
+) -> None:
+    # the same shop without the wall: nothing climbs, and the browser renders each scripted
+    # page type that gave no record over HTTP once (the listings: their links were queued from
+    # the raw page meanwhile, and the links of a type being judged started over HTTP, not
+    # pinned to the browser on a guess)
+    shop = big_shop
+    done, status = await _crawl(tmp_path, shop, ca, "auto", gated=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _records_exact(tmp_path, OPEN_PRODUCTS)
+    domain = _domain(status)
+    rungs, blocks = domain["rungs"], domain["rung_blocks"]
+    assert not blocks and "impersonate" not in rungs, domain
+    assert rungs.get("http", 0) >= OPEN_PRODUCTS * 0.9, domain
+    types = _judged_types(tmp_path)
+    assert types >= 1 and 1 <= rungs.get("browser", 0) <= types, (types, domain)
+    assert shop.gate.seen == [], "the open shop was crawled, not the gated one"

@@ -29,6 +29,7 @@ from crawlfleet.model import Completion, DeadReason, Failure, Job, JobState, Lea
 from crawlfleet.policy.traps import page_type
 from crawlfleet.spider import Spider
 from crawlfleet.worker.attempt import GiveBack, Pipeline, slot_start
+from crawlfleet.worker.attempt.escalate import JUDGING_AT_ONCE
 from crawlfleet.worker.extract import JobRuntime
 from crawlfleet.worker.jobs import JobContext
 
@@ -570,6 +571,96 @@ async def test_ladder__pages_of_a_type_being_judged_wait_for_the_judgement(
         h.job.runtime.page_types[("shop.test", "shop.test/js")] = "browser"
         judged = await h.pipeline.run(h.job, replace(h.lease("/js"), fetcher="auto"))
         assert isinstance(judged, Failure) and judged.refetch_with == "browser"
+    finally:
+        h.job.warc.close()
+
+
+SCRIPTED_LISTING = b"""<html><body><a href="/list/2">next</a><a href="/p/7">kettle</a>
+<a href="/p/8">pan</a><script>window.dataLayer = []</script></body></html>"""
+
+
+def listing_handler(request: FetchRequest) -> FetchResult:
+    if "/list/" in request.url:
+        return page(request.url, 200, SCRIPTED_LISTING)
+    return handler(request)
+
+
+async def test_ladder__a_page_sent_to_the_browser_queues_the_links_it_came_with(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # a scripted listing (links, no record) over HTTP goes to the browser to be judged, and so
+    # do the others of its type wait for the judgement: the links of each, as it came, go to
+    # the store with the failure that sends it on (the crawl goes on raw meanwhile), and the
+    # site's answer teaches the lane's pacing (the page itself is not done: no outcome)
+    h = Harness(tmp_path, clock)
+    try:
+        ladder(h, {"http": listing_handler, "browser": listing_handler})
+        raw_links = {SITE + "/list/2", SITE + "/p/7", SITE + "/p/8"}
+        sent = await h.pipeline.run(h.job, replace(h.lease("/list/1"), fetcher="auto"))
+        assert isinstance(sent, Failure) and sent.refetch_with == "browser"
+        assert {r.url for r in sent.discovered} == raw_links
+        # a guess pins nothing to the browser: the links of the type being judged start raw
+        assert {r.fetcher for r in sent.discovered} == {"auto"}
+        assert (sent.outcome, sent.status, sent.count_attempt) == (Outcome.OK, 200, False)
+        assert sent.latency is not None and sent.started_at is not None
+        assert h.attempts[-1].outcome is None
+        waiting = await h.pipeline.run(h.job, replace(h.lease("/list/2"), fetcher="auto"))
+        assert isinstance(waiting, Failure) and waiting.refetch_with is None
+        assert waiting.retry_at is not None and waiting.retry_at > clock()
+        # its links are those of /list/1 here: sent once already, not twice
+        assert waiting.discovered == [] and waiting.outcome is Outcome.OK
+        h.job.runtime.page_types[("shop.test", page_type(SITE + "/list/1"))] = "http"
+        judged = await h.pipeline.run(h.job, replace(h.lease("/list/3"), fetcher="auto"))
+        assert isinstance(judged, Completion) and judged.discovered == []
+    finally:
+        h.job.warc.close()
+
+
+async def test_ladder__a_worker_judges_a_few_page_types_of_a_domain_at_once(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # each page in the browser holds one of the domain's slots while it renders: the pages of
+    # further new types wait their turn (their links queued), and go once a judgement is in
+    h = Harness(tmp_path, clock)
+    try:
+        ladder(h, {"http": listing_handler, "browser": listing_handler})
+        kinds = ["audio", "bath", "books", "pets", "toys"]  # a page type each: /audio/*
+        sent = [
+            await h.pipeline.run(h.job, replace(h.lease(f"/{kind}/list/1"), fetcher="auto"))
+            for kind in kinds[: JUDGING_AT_ONCE + 1]
+        ]
+        assert [isinstance(v, Failure) and v.refetch_with for v in sent] == [
+            *["browser"] * JUDGING_AT_ONCE,
+            None,
+        ]
+        turn = sent[-1]
+        assert isinstance(turn, Failure) and "other page types" in turn.error
+        assert turn.retry_at is not None and turn.retry_at > clock() and not turn.count_attempt
+        # another domain's types are judged meanwhile
+        other = replace(h.lease("/toys/list/1"), domain="other.test", fetcher="auto")
+        away = await h.pipeline.run(h.job, other)
+        assert isinstance(away, Failure) and away.refetch_with == "browser"
+        h.job.runtime.page_types[("shop.test", page_type(SITE + "/audio/list/1"))] = "http"
+        again = await h.pipeline.run(h.job, replace(h.lease(f"/{kinds[2]}/list/2"), fetcher="auto"))
+        assert isinstance(again, Failure) and again.refetch_with == "browser"
+        # a type judged to need the browser waits for no turn
+        h.job.runtime.page_types[("shop.test", page_type(SITE + "/pets/list/1"))] = "browser"
+        known = await h.pipeline.run(h.job, replace(h.lease("/pets/list/1"), fetcher="auto"))
+        assert isinstance(known, Failure) and known.refetch_with == "browser"
+    finally:
+        h.job.warc.close()
+
+
+async def test_ladder__a_blocked_page_queues_none_of_its_links(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # a challenge page's links are the wall's, not the site's: it climbs with none
+    h = Harness(tmp_path, clock)
+    try:
+        ladder(h, {"http": walled, "impersonate": walled})
+        climbed = await h.pipeline.run(h.job, replace(h.lease("/list/1"), fetcher="auto"))
+        assert isinstance(climbed, Failure) and climbed.refetch_with == "impersonate"
+        assert climbed.discovered == () and climbed.outcome is None
     finally:
         h.job.warc.close()
 

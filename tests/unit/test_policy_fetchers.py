@@ -24,24 +24,25 @@ from crawlfleet.policy.fetchers import (
 FPS = [hashlib.sha1(str(i).encode()).digest() for i in range(4096)]
 
 
-def choose(needs: str | None, fp: bytes, *, spider: str = "auto", suspected: bool = False) -> str:
-    return fetcher_for(spider, needs, suspected=suspected, fingerprint=fp)
+def choose(needs: str | None, fp: bytes, *, spider: str = "auto") -> str:
+    return fetcher_for(spider, needs, fingerprint=fp)
 
 
 @pytest.mark.parametrize("spider", ["http", "browser"])
 def test_a_spider_that_is_not_auto_keeps_its_fetcher(spider: str) -> None:
     for needs in (None, "http", "browser"):
-        assert {choose(needs, fp, spider=spider, suspected=True) for fp in FPS[:64]} == {spider}
+        assert {choose(needs, fp, spider=spider) for fp in FPS[:64]} == {spider}
 
 
-def test_an_unjudged_type_starts_over_http_unless_suspected() -> None:
+def test_an_unjudged_type_starts_over_http() -> None:
+    # even while a page of it is being judged in the browser: a guess pins nothing there (a
+    # page fetched raw meanwhile waits for the judgement), so a type judged fine raw costs the
+    # browser its one judged page, not every link of it found while the judgement was on
     assert {choose(None, fp) for fp in FPS} == {"auto"}
-    assert {choose(None, fp, suspected=True) for fp in FPS} == {"browser"}
 
 
 def test_a_type_judged_http_stays_http_first() -> None:
     assert {choose("http", fp) for fp in FPS} == {"auto"}
-    assert {choose("http", fp, suspected=True) for fp in FPS} == {"auto"}  # judged beats guessed
 
 
 def test_one_in_probe_every_of_a_browser_type_probes_back_over_http() -> None:
@@ -63,8 +64,8 @@ def test_the_probe_share_follows_every() -> None:
 # -- the ladder: http -> impersonate -> browser, per domain ----------------------------------
 
 
-def on(domain_rung: str | None, needs: str | None, fp: bytes, suspected: bool = False) -> str:
-    return fetcher_for("auto", needs, suspected=suspected, fingerprint=fp, domain_rung=domain_rung)
+def on(domain_rung: str | None, needs: str | None, fp: bytes) -> str:
+    return fetcher_for("auto", needs, fingerprint=fp, domain_rung=domain_rung)
 
 
 def test_a_domain_raised_to_impersonate_starts_there_and_one_in_probe_every_probes_down() -> None:
@@ -94,7 +95,7 @@ def test_a_rarer_probe_down_share_probes_a_subset_of_the_same_requests() -> None
             i
             for i, fp in enumerate(FPS)
             if fetcher_for(
-                "auto", None, suspected=False, fingerprint=fp, domain_rung="impersonate",
+                "auto", None, fingerprint=fp, domain_rung="impersonate",
                 down_every=down_every,
             ) == "auto"
         }  # fmt: skip

@@ -36,7 +36,8 @@ Rules every backend keeps (the contract suite in ``tests/contract`` checks each 
   starts by its current delay, never below its robots.txt Crawl-delay (``set_crawl_delay``).
 * Every failed attempt, lease expiry and trap is a row of the request's history (``dead_letter``).
   A failure with ``count_attempt=False`` (robots.txt unreachable: the host, not the request, is
-  not ready) is retried later without using up an attempt.
+  not ready) is retried later without using up an attempt. A failure's ``discovered`` links
+  (found on a page fetched again elsewhere, e.g. in the browser) are enqueued as a completion's.
 * The outbox: ``emit`` writes an event once by its key (a second ``emit`` of the key adds
   nothing) with one delivery per destination; ``lease_deliveries`` hands each delivery to one
   holder at a time (fencing token, expiry; an expired lease is taken over and counts its

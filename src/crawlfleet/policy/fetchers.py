@@ -112,7 +112,6 @@ def fetcher_for(
     spider_fetcher: str,
     needs: str | None,
     *,
-    suspected: bool,
     fingerprint: bytes,
     domain_rung: str | None = None,
     every: int = PROBE_EVERY,
@@ -121,13 +120,15 @@ def fetcher_for(
     """The fetcher of a new request with none of its own.
 
     ``spider_fetcher`` is the spider's; ``needs`` what its page type was judged to need (None:
-    not judged yet); ``suspected``: this worker sent a page of that type to the browser and
-    awaits its judgement; ``domain_rung`` the rung its domain was raised to (None: http). A
-    spider that is not ``auto`` keeps its fetcher. An ``auto`` request starts on its domain's
-    rung (``auto`` for http: the pipeline judges it there), or one below for a probe down; on
-    the browser when its type needs it (and it is no probe back), or is suspected of needing it
-    and not judged yet. ``down_every`` is the probe-down share (default ``every``; see
-    :func:`probe_down_every`).
+    not judged yet); ``domain_rung`` the rung its domain was raised to (None: http). A spider
+    that is not ``auto`` keeps its fetcher. An ``auto`` request starts on its domain's rung
+    (``auto`` for http: the pipeline judges it there), or one below for a probe down; on the
+    browser when its type needs it (and it is no probe back). A type not judged yet starts on
+    the rung too, even while a page of it is being judged in the browser: a guess pins no page
+    to the browser (most scripted pages turn out fine raw, and a page pinned there is rendered
+    whatever the judgement says); one fetched raw meanwhile waits for the judgement instead
+    (:meth:`~crawlfleet.worker.attempt.escalate.Escalate.wait_for_judgement`).
+    ``down_every`` is the probe-down share (default ``every``; see :func:`probe_down_every`).
     """
     if spider_fetcher != "auto":
         return spider_fetcher
@@ -137,8 +138,6 @@ def fetcher_for(
     raw = "auto" if rung == LADDER[0] else rung
     if rung == "browser":
         return raw
-    if needs is None:
-        return "browser" if suspected else raw
     if needs == "browser" and not probes_back(fingerprint, every):
         return "browser"
     return raw

@@ -286,14 +286,13 @@ class JobRuntime:
         browser where its page type was found to need it, but for the odd probe back over HTTP
         (see :mod:`crawlfleet.policy.fetchers`)."""
         fetcher = self.spider_cls.fetcher
-        if fetcher != "auto" or not (self.page_types or self.suspected):
+        if fetcher != "auto" or not self.page_types:
             return fetcher
         host = host_of(url)
         key = (host, page_type(url))
         return fetcher_for(
             fetcher,
             self.page_types.get(key),
-            suspected=key in self.suspected,
             fingerprint=fp,
             domain_rung=self.page_types.get((host, DOMAIN)),
             down_every=probe_down_every(self.blocked_probes.get(host, 0)),

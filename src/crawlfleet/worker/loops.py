@@ -75,7 +75,7 @@ def default_worker_id() -> str:
 @dataclass
 class _Pending:
     done: list[tuple[Completion, JobRuntime]] = field(default_factory=list)
-    failed: list[Failure] = field(default_factory=list)
+    failed: list[tuple[Failure, JobRuntime]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.done) + len(self.failed)
@@ -381,13 +381,13 @@ class Worker:
         """Queue the verdict for the reporter (none while a local fault holds: its lease was
         given back, and its links must be sendable again)."""
         if self._fault is not None:
-            if isinstance(verdict, Completion):
+            if isinstance(verdict, Completion) or verdict.discovered:
                 rt.forget(verdict.discovered)
             return
         if isinstance(verdict, Completion):
             self._pending.done.append((verdict, rt))
         else:
-            self._pending.failed.append(verdict)
+            self._pending.failed.append((verdict, rt))
         self._has_pending.set()
 
     async def _give_back(self, lease: Lease) -> None:
@@ -557,8 +557,10 @@ class Worker:
         """A result the store refused for a bug, even contained: stop holding its lease (it
         expires and is rescued, never heartbeated for ever), and after ``REFUSALS_TO_STOP`` in
         a row stop this worker loudly: the store refuses everything, going on would spin."""
-        for lease_id in [c.lease.id for c, _ in single.done] + [f.lease.id for f in single.failed]:
-            self._held.pop(lease_id, None)
+        for completion, _ in single.done:
+            self._held.pop(completion.lease.id, None)
+        for failure, _ in single.failed:
+            self._held.pop(failure.lease.id, None)
         self._refused_in_row += 1
         if self._refused_in_row < REFUSALS_TO_STOP or self._fatal is not None:
             return
@@ -594,7 +596,7 @@ class Worker:
             settled = await self.frontier.report(
                 self.worker_id,
                 [c for c, _ in batch.done],
-                batch.failed,
+                [f for f, _ in batch.failed],
                 lease=ask,
                 ttl=self.settings.lease_ttl,
                 jobs=jobs,
@@ -612,9 +614,13 @@ class Worker:
                 # taken as parsed, skip_duplicate_content would lose its records
                 rt.captures.confirm(completion.content_hash)
             self._held.pop(completion.lease.id, None)
-        refused += len(batch.failed) - len(settled.failed)
+        for failure, rt in batch.failed:
+            if failure.lease.id not in settled.failed:
+                if failure.discovered:  # a lost lease: its links go with its next fetch
+                    rt.forget(failure.discovered)
+                refused += 1
         self._refused_in_row = 0  # the store takes results again
-        for failure in batch.failed:
+        for failure, _ in batch.failed:
             self._held.pop(failure.lease.id, None)
         if refused:
             self.events.emit(LeasesLost(refused, reported=True))

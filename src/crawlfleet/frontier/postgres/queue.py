@@ -478,7 +478,7 @@ class PostgresQueue(PostgresConnection):
         return accepted
 
     async def _enqueue_discovered(
-        self, conn: Conn, items: Sequence[Completion], new_domains: list[str]
+        self, conn: Conn, items: Sequence[Completion | Failure], new_domains: list[str]
     ) -> None:
         ids = [c.lease.id for c in items if c.discovered]
         job_of = {r[0]: r[1] for r in await conn.fetch(Q["jobs_of"], ids)}
@@ -671,7 +671,18 @@ class PostgresQueue(PostgresConnection):
     async def fail(self, items: Sequence[Failure]) -> set[int]:
         if not items:
             return set()
-        return await self._run(lambda conn: self._fail(conn, items))
+        new_domains: list[str] = []
+        if any(f.discovered for f in items):
+            # the links first, in a short transaction of their own (see complete)
+
+            async def links(conn: Conn) -> None:
+                new_domains.clear()  # a retried transaction starts over
+                await self._enqueue_discovered(conn, items, new_domains)
+
+            await self._run(links)
+        accepted = await self._run(lambda conn: self._fail(conn, items))
+        self._know_domains(new_domains)
+        return accepted
 
     async def _fail(self, conn: Conn, items: Sequence[Failure]) -> set[int]:
         ordered = sorted(items, key=lambda f: f.lease.id)
@@ -719,12 +730,14 @@ class PostgresQueue(PostgresConnection):
         if not done and not failed and lease <= 0:
             return Settled(set(), set(), [])
         new_domains: list[str] = []
-        if any(c.discovered for c in done):
+        finding: list[Completion | Failure] = [c for c in done if c.discovered]
+        finding += [f for f in failed if f.discovered]
+        if finding:
             # the links first, in a short transaction of their own (see complete)
 
             async def links(conn: Conn) -> None:
                 new_domains.clear()  # a retried transaction starts over
-                await self._enqueue_discovered(conn, done, new_domains)
+                await self._enqueue_discovered(conn, finding, new_domains)
 
             await self._run(links)
 

@@ -565,6 +565,8 @@ class SQLiteQueue(SQLiteConnection):
             domain, attempts, route, job_id = row
             if f.page_type is not None:
                 db.execute(Q["set_page_type"], (job_id, domain, *f.page_type, now))
+            if f.discovered:
+                self._enqueue(db, job_id, f.discovered)
             lane = (domain, route or "direct")
             accepted.add(f.lease.id)
             freed[lane] += 1

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from crawlfleet.errors import TooComplex
-from crawlfleet.model import Failure
+from crawlfleet.model import Failure, NewRequest, Outcome
 from crawlfleet.policy.fetchers import DOMAIN, climbs, higher, rung_above
 from crawlfleet.policy.traps import page_type
 from crawlfleet.worker.attempt.page import page, rendered_body
@@ -29,6 +30,8 @@ _SCRIPT_SCAN = 256 * 1024
 JUDGE_WAIT = 1.0
 JUDGE_WAITS = 30
 _WAITS_MAX = 10_000
+#: most page types of one domain judged in a worker's browser at once (see _judging_full)
+JUDGING_AT_ONCE = 2
 #: the fetchers of an ``auto`` spider's requests below the top rung: the pipeline judges them
 _ON_THE_LADDER = frozenset({"auto", "impersonate"})
 
@@ -90,19 +93,23 @@ class Escalate:
         self._waits[request] = waited + 1
         return True
 
-    def wait_for_judgement(self, a: Attempt) -> Failure:
+    def wait_for_judgement(self, a: Attempt, why: str | None = None) -> Failure:
         """A page of a type that is being judged in the browser (another page of it went
         there): fetched again raw once the judgement is in, rather than rendered too, no
         attempt used. If the type needs the browser, it goes there then; if not, it is done
-        raw. So a type costs the browser one page, not every page in flight meanwhile."""
-        if a.output is not None:  # dropped with this attempt: its links must be sendable again
-            a.job.runtime.forget(a.output.discovered)
+        raw. So a type costs the browser one page, not every page in flight meanwhile. A page
+        of a type not judged yet waits the same way for its turn while the browser judges
+        other types of its domain (:func:`_judging_full`; ``why`` says so). The links of the
+        page as it came are queued now (:func:`_raw_links`)."""
+        answered = _answered(a)
         a.outcome = None
         return Failure(
             a.lease.ref,
-            "its page type is being judged in the browser",
+            why or "its page type is being judged in the browser",
             retry_at=self.clock() + JUDGE_WAIT,
             count_attempt=False,
+            discovered=_raw_links(a),
+            **answered,
         )
 
     @staticmethod
@@ -171,16 +178,19 @@ class Escalate:
 
     def to_browser(self, a: Attempt, why: str) -> Failure:
         """Send an ``auto`` request to the browser, where its page type is judged; until then,
-        new links of that type are sent there too (this worker's guess, not stored), and pages
-        of it fetched raw meanwhile wait for the judgement (:meth:`wait_for_judgement`)."""
+        pages of that type fetched raw wait for the judgement (:meth:`wait_for_judgement`), and
+        new links of it start raw all the same (a guess pins nothing to the browser). The
+        page's links as it came are queued now (:func:`_raw_links`)."""
         pattern = page_type(a.lease.url)
         rt = a.job.runtime
         key = (a.lease.domain, pattern)
-        if key in rt.suspected and key not in rt.page_types and self._may_wait(a.lease.id):
-            return self.wait_for_judgement(a)
+        if key not in rt.page_types:  # to be judged: by a page in the browser now, or next
+            turn = key in rt.suspected or _judging_full(a)
+            if turn and self._may_wait(a.lease.id):
+                turn_of = None if key in rt.suspected else "other page types of its site are judged"
+                return self.wait_for_judgement(a, turn_of)
         rt.suspected.add((a.lease.domain, pattern))
-        if a.output is not None:  # dropped with this attempt: its links must be sendable again
-            rt.forget(a.output.discovered)
+        answered = _answered(a)
         a.outcome = None
         return Failure(
             a.lease.ref,
@@ -188,6 +198,8 @@ class Escalate:
             retry_at=self.clock(),
             count_attempt=False,
             refetch_with="browser",
+            discovered=_raw_links(a),
+            **answered,
         )
 
     @staticmethod
@@ -217,6 +229,50 @@ class Escalate:
         if items > raw_items or links > raw_links + max(2, raw_links // 10):
             return "browser"
         return "http"
+
+
+def _judging_full(a: Attempt) -> bool:
+    """Whether this worker's browser is judging :data:`JUDGING_AT_ONCE` page types of the
+    page's domain already. Pages of a domain's new types beyond those wait their turn (their
+    links queued, as the others'): every page in the browser holds one of the domain's slots
+    for as long as it renders, and a crawl's first pages, of as many types, would take the
+    whole of a lane still at its start-up width, stalling the pages over HTTP behind them.
+    Only a worker that runs the browser itself counts (it learns each judgement at once; one
+    without waits for the fleet's, so its guesses would hold the turns for long)."""
+    rt, domain = a.job.runtime, a.lease.domain
+    if "browser" not in a.job.fetchers.kinds:
+        return False
+    judging = sum(1 for key in rt.suspected if key[0] == domain and key not in rt.page_types)
+    return judging >= JUDGING_AT_ONCE
+
+
+def _raw_links(a: Attempt) -> list[NewRequest]:
+    """The links the spider found on a page fetched raw that goes to the browser (or waits for
+    its type's judgement there): queued with the failure that sends it on, so the crawl keeps
+    going on the cheaper rung meanwhile rather than stall behind the render. They are links the
+    page has as it arrived, whatever the render adds (its own links, sent with its completion;
+    those already sent are not sent twice). Its records are none: a page with records is never
+    sent to the browser."""
+    out = a.output
+    return [] if out is None else list(out.discovered)
+
+
+def _answered(a: Attempt) -> dict[str, Any]:
+    """What a page fetched raw and sent on (to the browser, or to wait for its type's
+    judgement) tells its lane's pacing: the site answered it, healthy, in this time. Pages that
+    go on teach the pace as those that complete do: were they nothing to it, a crawl whose first
+    pages are judged in the browser would stay at the start-up width until the renders came
+    back (the event's outcome stays None: the page itself is not done)."""
+    result = a.result
+    healthy = a.outcome is Outcome.OK or a.block_reason == "structure:scripts-only"
+    if result is None or not healthy or not 200 <= result.status < 300:
+        return {}
+    return {
+        "outcome": Outcome.OK,
+        "status": result.status,
+        "latency": a.elapsed,
+        "started_at": a.started_at,
+    }
 
 
 def _none_unknown(hrefs: list[str], base: str) -> list[str]:
