@@ -263,3 +263,14 @@ def spider_file(path: Path, base: str, body: str = "", **attrs: Any) -> Path:
         f"    start_urls = [{base + '/'!r}]\n" + extra + body
     )
     return path
+
+
+def exported_records(queue: str, job: str, cwd: Path) -> list[dict[str, Any]]:
+    """Every record of ``job`` as ``crawlfleet export --provenance`` writes it (``_warc_file``,
+    ``_warc_record_id``...), through ``cwd/records.jsonl``."""
+    import json
+
+    out = cwd / "records.jsonl"
+    exported = run(["export", "--queue", queue, "--job", job, "--provenance", "-o", str(out)], cwd)
+    assert exported.returncode == 0, exported.stderr
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]

@@ -23,8 +23,17 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawlfleet.demo.catalog import Catalog
-from tests.chaos.harness import finish, new_store, reaped, run, spider_file, start, wait_for
-from tests.integration.helpers import demo_shop, read_jsonl
+from tests.chaos.harness import (
+    exported_records,
+    finish,
+    new_store,
+    reaped,
+    run,
+    spider_file,
+    start,
+    wait_for,
+)
+from tests.integration.helpers import demo_shop
 
 pytestmark = pytest.mark.slow
 
@@ -109,13 +118,7 @@ def test_warc_disk_full__worker_gives_leases_back_alerts_and_resumes_when_space_
             assert worker.poll() is None, "the worker exited on a full disk"
             filler.unlink()
             err = finish(worker, 120)
-        out = tmp_path / "records.jsonl"
-        exported = run(
-            ["export", "--queue", store.url, "--job", JOB, "--provenance", "-o", str(out)],
-            tmp_path,
-        )
-        assert exported.returncode == 0, exported.stderr
-        records = read_jsonl(out)
+        records = exported_records(store.url, JOB, tmp_path)
         files = {r["_warc_file"] for r in records}
         ids = {name: _record_ids(warc / name) for name in files if (warc / name).exists()}
         dead = store.value("SELECT count(*) FROM requests WHERE state = 'dead'")

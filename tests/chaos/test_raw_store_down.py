@@ -28,8 +28,17 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawlfleet.demo.catalog import Catalog
 from tests.chaos.cut import _free_port, cuttable
-from tests.chaos.harness import finish, new_store, reaped, run, spider_file, start, wait_for
-from tests.integration.helpers import demo_shop, read_jsonl
+from tests.chaos.harness import (
+    exported_records,
+    finish,
+    new_store,
+    reaped,
+    run,
+    spider_file,
+    start,
+    wait_for,
+)
+from tests.integration.helpers import demo_shop
 
 pytestmark = pytest.mark.slow
 
@@ -137,13 +146,7 @@ def test_raw_store_away__worker_gives_leases_back_alerts_and_resumes_when_it_ans
             assert worker.poll() is None, "the worker exited with its raw store away"
             proxy.restore()
             err = finish(worker, 300)
-        out = tmp_path / "records.jsonl"
-        exported = run(
-            ["export", "--queue", store.url, "--job", JOB, "--provenance", "-o", str(out)],
-            tmp_path,
-        )
-        assert exported.returncode == 0, exported.stderr
-        records = read_jsonl(out)
+        records = exported_records(store.url, JOB, tmp_path)
         stored = {name: response_ids(data) for name, data in objects(client).items()}
         dead = store.value("SELECT count(*) FROM requests WHERE state = 'dead'")
         retried = store.value("SELECT count(*) FROM requests WHERE attempts > 1")

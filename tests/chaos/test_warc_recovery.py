@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.chaos.harness import finish, new_store, reaped, run, spider_file, start, wait_for
-from tests.integration.helpers import demo_shop, read_jsonl
+from tests.chaos.harness import (
+    exported_records,
+    finish,
+    new_store,
+    reaped,
+    run,
+    spider_file,
+    start,
+    wait_for,
+)
+from tests.integration.helpers import demo_shop
 
 pytestmark = pytest.mark.slow
 
@@ -46,13 +55,7 @@ def test_kill_9_mid_file__the_next_worker_closes_it_and_every_records_warc_file_
             heir = start([*args, "--worker-id", "heir"], tmp_path)
             procs.append(heir)
             err = finish(heir, 120)
-        out = tmp_path / "records.jsonl"
-        exported = run(
-            ["export", "--queue", store.url, "--job", JOB, "--provenance", "-o", str(out)],
-            tmp_path,
-        )
-        assert exported.returncode == 0, exported.stderr
-        records = read_jsonl(out)
+        records = exported_records(store.url, JOB, tmp_path)
 
     assert heir.returncode == 0, err[-3000:]
     assert [n for n in left_open if "victim" in n], "the victim left no open file"
