@@ -120,6 +120,7 @@ def test_warc_disk_full__worker_gives_leases_back_alerts_and_resumes_when_space_
             err = finish(worker, 120)
         records = exported_records(store.url, JOB, tmp_path)
         files = {r["_warc_file"] for r in records}
+        files |= {r["_warc_refers_to_file"] for r in records if r.get("_warc_refers_to_file")}
         ids = {name: _record_ids(warc / name) for name in files if (warc / name).exists()}
         dead = store.value("SELECT count(*) FROM requests WHERE state = 'dead'")
 
@@ -136,6 +137,8 @@ def test_warc_disk_full__worker_gives_leases_back_alerts_and_resumes_when_space_
     assert set(ids) == files, f"records name WARC files that do not exist: {files - set(ids)}"
     for r in records:
         assert r["_warc_record_id"] in ids[r["_warc_file"]]
+        if r.get("_warc_refers_to"):  # a revisit: its first capture survived the cut file too
+            assert r["_warc_refers_to"] in ids[r["_warc_refers_to_file"]], r
 
 
 def _record_ids(path: Path) -> set[str]:

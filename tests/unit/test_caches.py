@@ -104,6 +104,17 @@ def test_captures__parsed_only_once_the_store_confirmed_it() -> None:
     assert captures.parsed(b"h")
 
 
+def test_captures__cleared_when_the_warc_stream_is_cut() -> None:
+    captures = Captures()
+    capture = Capture(None, "<urn:uuid:1>", "http://a/1", "d")
+    captures.remember(b"h", capture)
+    captures.confirm(b"h")
+    captures.clear()  # the file that held the capture may have lost its tail
+    assert (captures.get(b"h"), captures.parsed(b"h"), len(captures)) == (None, False, 0)
+    captures.remember(b"h", capture)  # and it is remembered again from the next copy
+    assert captures.get(b"h") == capture
+
+
 def test_captures__by_the_bytes_archived_parsed_by_the_page_s_content() -> None:
     captures = Captures(max_size=2)
     gz, br = (Capture(None, f"<urn:uuid:{n}>", "http://a/", "d") for n in "12")

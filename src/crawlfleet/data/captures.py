@@ -86,6 +86,13 @@ class Captures:
         else:
             self._confirmed.discard(content)
 
+    def clear(self) -> None:
+        """Forget every capture (the WARC stream they were written to was cut: a later revisit
+        must not refer to a capture that may be lost with it)."""
+        self._by_payload.clear()
+        self._contents.clear()
+        self._confirmed.clear()
+
     def confirm(self, content: bytes) -> None:
         """The store accepted a page with this content hash: its output is in the store."""
         if content in self._contents:

@@ -269,6 +269,8 @@ class JobContexts:
                 await asyncio.to_thread(old.close)
             recovered += await asyncio.to_thread(recover, old.directory, prefix=old.prefix)
             job.warc = job.raw.writer(old.prefix, max_size=old.max_size, gzip_level=old.gzip_level)
+            # the old file's tail may be cut: no revisit may refer to a capture lost with it
+            job.runtime.captures.clear()
         return recovered
 
     async def flush(self) -> None:
