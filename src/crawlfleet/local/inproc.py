@@ -45,6 +45,10 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+def _nothing() -> None:
+    pass
+
+
 class InProcessWorker:
     """One worker on the running event loop, with :class:`~crawlfleet.local.pool.WorkerPool`'s
     interface; ``config``: the settings file the worker reads (``--config``), under the
@@ -55,6 +59,8 @@ class InProcessWorker:
     def __init__(self, config: str | None = None, *, max_restarts: int = 50) -> None:
         self.config = config
         self.on_line: Callable[[str], None] = _to_stderr
+        #: called when the worker ends (the coordinator looks at once instead of at its next poll)
+        self.on_exit: Callable[[], None] = _nothing
         self.max_restarts = max_restarts
         self.restarts = 0
         self.stopping = False
@@ -73,6 +79,10 @@ class InProcessWorker:
         if self._logs is None:
             self._logs = _Lines(self)
         self._task = asyncio.create_task(self._run(message), name="worker")
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, _: asyncio.Task[None]) -> None:
+        self.on_exit()
 
     async def _run(self, message: Mapping[str, Any]) -> None:
         from crawlfleet.config import load_settings
@@ -162,6 +172,7 @@ class InProcessWorker:
         )
         assert self._message is not None
         self._task = asyncio.create_task(self._run(self._message), name="worker")
+        self._task.add_done_callback(self._ended)
         return False
 
     async def wait(self, timeout: float) -> bool:
