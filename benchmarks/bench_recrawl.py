@@ -1,6 +1,7 @@
 """Recrawl cost: the second run of a job against its first, on a static shop served by nginx.
 
-    .venv/bin/python benchmarks/bench_recrawl.py [--products 1900] [--changed 0.1] [--no-scrapy] [--no-revisit]
+    .venv/bin/python benchmarks/bench_recrawl.py [--products 1900] [--changed 0.1]
+        [--no-revisit] [--no-scrapy]
 
 nginx sends ``ETag`` and ``Last-Modified`` for static files and answers a conditional request
 whose validators still match with ``304 Not Modified``. The shop (~2,000 pages with the default
@@ -16,6 +17,13 @@ included):
 and prints each run's wall time (the whole command), its crawling time (first to last request
 nginx logged) and the bytes nginx sent, as shares of run 1 (targets of issue 19: run 2 within
 20% of the time and 5% of the bytes), with what ``export --changes`` found.
+
+The same three runs then crawl another copy of the shop with ``shop_revisit_spider.py``: a
+``sitemap.xml`` lists the product pages with their ``lastmod`` (the file's time, written again
+after run 3's rewrite), and ``revisit_min = "1d"``: a run revisits the start URL, the sitemap,
+the hubs and the pages whose ``lastmod`` moved, not the pages that are not due.
+
+crawlfleet's sources are byte-compiled first, as an installed package has them.
 
 Then Scrapy with its HTTP cache (``HTTPCACHE_ENABLED``, ``RFC2616Policy``) crawls the same
 shop the same three times, one cache directory for the three: how many requests it sent, how
@@ -143,7 +151,9 @@ def crawlfleet_runs(
     changed = change_products(site, share)
     if revisit:
         write_sitemap(site, base)
-    runs.append(measure(f"{who} run 3 ({share:.0%} changed)", [*crawl, "--recrawl"], work, env, log))
+    runs.append(
+        measure(f"{who} run 3 ({share:.0%} changed)", [*crawl, "--recrawl"], work, env, log)
+    )
     runs[-1].changes = export_changes(work, env)
     runs[-1].note = f"{len(changed)} pages rewritten"
     return runs
