@@ -14,9 +14,11 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -274,3 +276,16 @@ def exported_records(queue: str, job: str, cwd: Path) -> list[dict[str, Any]]:
     exported = run(["export", "--queue", queue, "--job", job, "--provenance", "-o", str(out)], cwd)
     assert exported.returncode == 0, exported.stderr
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+def warc_record_ids(warc: bytes | Path, types: Collection[str] = ()) -> Counter[str]:
+    """How often each WARC-Record-ID appears in a WARC file (its bytes or its path), counting
+    only the records of ``types`` (``response``, ``revisit``...) if given."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    data = warc if isinstance(warc, bytes) else warc.read_bytes()
+    return Counter(
+        record.rec_headers.get_header("WARC-Record-ID")
+        for record in ArchiveIterator(BytesIO(data))
+        if not types or record.rec_type in types
+    )

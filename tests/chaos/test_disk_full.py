@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
 
 from crawlfleet.demo.catalog import Catalog
 from tests.chaos.harness import (
@@ -32,6 +31,7 @@ from tests.chaos.harness import (
     spider_file,
     start,
     wait_for,
+    warc_record_ids,
 )
 from tests.integration.helpers import demo_shop
 
@@ -121,7 +121,7 @@ def test_warc_disk_full__worker_gives_leases_back_alerts_and_resumes_when_space_
         records = exported_records(store.url, JOB, tmp_path)
         files = {r["_warc_file"] for r in records}
         files |= {r["_warc_refers_to_file"] for r in records if r.get("_warc_refers_to_file")}
-        ids = {name: _record_ids(warc / name) for name in files if (warc / name).exists()}
+        ids = {name: set(warc_record_ids(warc / name)) for name in files if (warc / name).exists()}
         dead = store.value("SELECT count(*) FROM requests WHERE state = 'dead'")
 
     assert worker.returncode == 0, err[-3000:]
@@ -139,8 +139,3 @@ def test_warc_disk_full__worker_gives_leases_back_alerts_and_resumes_when_space_
         assert r["_warc_record_id"] in ids[r["_warc_file"]]
         if r.get("_warc_refers_to"):  # a revisit: its first capture survived the cut file too
             assert r["_warc_refers_to"] in ids[r["_warc_refers_to_file"]], r
-
-
-def _record_ids(path: Path) -> set[str]:
-    with open(path, "rb") as handle:
-        return {rec.rec_headers.get_header("WARC-Record-ID") for rec in ArchiveIterator(handle)}

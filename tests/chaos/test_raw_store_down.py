@@ -18,13 +18,11 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from warcio.archiveiterator import ArchiveIterator
 
 from crawlfleet.demo.catalog import Catalog
 from tests.chaos.cut import _free_port, cuttable
@@ -37,6 +35,7 @@ from tests.chaos.harness import (
     spider_file,
     start,
     wait_for,
+    warc_record_ids,
 )
 from tests.integration.helpers import demo_shop
 
@@ -88,20 +87,7 @@ def objects(client: Any) -> dict[str, bytes]:
 def response_ids(data: bytes) -> Counter[str]:
     """How often each ``response`` record id appears in a WARC file, and each ``revisit``'s (a
     page fetched again after the give-back, its bytes archived before: a revisit of that)."""
-    return Counter(
-        record.rec_headers.get_header("WARC-Record-ID")
-        for record in ArchiveIterator(BytesIO(data))
-        if record.rec_type in ("response", "revisit")
-    )
-
-
-def full_ids(data: bytes) -> set[str]:
-    """The record ids of the ``response`` records (those that hold their payload)."""
-    return {
-        record.rec_headers.get_header("WARC-Record-ID")
-        for record in ArchiveIterator(BytesIO(data))
-        if record.rec_type == "response"
-    }
+    return warc_record_ids(data, ("response", "revisit"))
 
 
 @pytest.mark.parametrize("when", ["mid-crawl", "at-start"])
@@ -194,7 +180,7 @@ def test_raw_store_away__worker_gives_leases_back_alerts_and_resumes_when_it_ans
         + f" (objects: {sorted(stored)})\n{err[-4000:]}"
     )
     # a revisit's first capture holds the bytes: it was uploaded too
-    full = {name: full_ids(data) for name, data in uploaded.items()}
+    full = {name: set(warc_record_ids(data, ("response",))) for name, data in uploaded.items()}
     revisits = [r for r in records if r.get("_warc_refers_to")]
     lost = [
         r for r in revisits if r["_warc_refers_to"] not in full.get(r["_warc_refers_to_file"], ())

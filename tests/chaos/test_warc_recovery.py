@@ -7,7 +7,6 @@ import signal
 from pathlib import Path
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
 
 from tests.chaos.harness import (
     exported_records,
@@ -18,17 +17,13 @@ from tests.chaos.harness import (
     spider_file,
     start,
     wait_for,
+    warc_record_ids,
 )
 from tests.integration.helpers import demo_shop
 
 pytestmark = pytest.mark.slow
 
 JOB = "shop"
-
-
-def _record_ids(path: Path) -> set[str]:
-    with open(path, "rb") as handle:
-        return {rec.rec_headers.get_header("WARC-Record-ID") for rec in ArchiveIterator(handle)}
 
 
 def test_kill_9_mid_file__the_next_worker_closes_it_and_every_records_warc_file_reads(
@@ -63,7 +58,7 @@ def test_kill_9_mid_file__the_next_worker_closes_it_and_every_records_warc_file_
     assert not list(warc.glob("*.open"))
     files = {r["_warc_file"] for r in records}
     assert any("victim" in f for f in files), "no record of the victim's file was kept"
-    ids = {name: _record_ids(warc / name) for name in files if (warc / name).exists()}
+    ids = {name: set(warc_record_ids(warc / name)) for name in files if (warc / name).exists()}
     assert set(ids) == files, f"records name WARC files that do not exist: {files - set(ids)}"
     for r in records:
         assert r["_warc_record_id"] in ids[r["_warc_file"]]
@@ -98,7 +93,7 @@ def test_warc_recover_command__closes_what_no_writer_holds_one_line_errors(tmp_p
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == [str(tmp_path / ref.file)]
         assert "1 WARC files closed" in result.stderr
-        assert ref.record_id in _record_ids(tmp_path / ref.file)
+        assert ref.record_id in set(warc_record_ids(tmp_path / ref.file))
         assert len(list(tmp_path.glob("live-*.open"))) == 1, "the live writer's file was taken"
     finally:
         writer.close()

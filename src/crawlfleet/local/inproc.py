@@ -86,37 +86,21 @@ class InProcessWorker:
 
     async def _run(self, message: Mapping[str, Any]) -> None:
         from crawlfleet.config import load_settings
-        from crawlfleet.frontier import open_frontier
-        from crawlfleet.worker.fds import raise_nofile
-        from crawlfleet.worker.loops import Worker
+        from crawlfleet.worker.serve import open_worker
 
         s = load_settings(self.config, dict(message.get("overrides") or {})).check()
-        low = raise_nofile(s.concurrency, s.max_idle_connections)
-        if low is not None:
-            logging.getLogger("crawlfleet.worker").warning("%s", low)
-        store = open_frontier(
-            s.queue, pacing=s.pacing_config(), outage_grace=s.worker.store_outage_grace
+        kinds = tuple(message.get("kinds") or ("http",))
+        opening = open_worker(
+            s, jobs=message["jobs"], kinds=kinds, exit_when_finished=True, own_crawl=True
         )
-        await store.open()
-        try:
-            worker = Worker(
-                store,
-                s,
-                jobs=list(message["jobs"]),
-                exit_when_finished=True,
-                kinds=tuple(message.get("kinds") or ("http",)),
-                routes=s.routes.pools,
-            )
+        async with opening as worker:
             self._worker = worker
-            if self.stopping:
-                worker.stop()
-            await worker.run()
-            unfit = [f"{name}: {why}" for name, why in worker.contexts.unloadable.items()]
-            if unfit:  # crawl's own worker: the crawl cannot finish without it
-                raise WorkerStopped(f"this worker cannot run job {'; '.join(unfit)}")
-        finally:
-            self._worker = None
-            await store.close()
+            try:
+                if self.stopping:
+                    worker.stop()
+                await worker.run()
+            finally:
+                self._worker = None
 
     # -- what the coordinator asks of its workers ---------------------------------------------
 
