@@ -1,4 +1,5 @@
-"""``crawl --in-process``: the one worker in the coordinator's own process.
+"""``crawl``'s one worker in the coordinator's own process (the default with ``-w 1`` and no
+browser workers; ``--worker-process`` gives it a process of its own).
 
 The worker is the same :class:`~crawlfleet.worker.loops.Worker` a ``crawlfleet worker``
 process runs, on the coordinator's event loop with a store connection of its own: one
@@ -19,7 +20,7 @@ store), which is what a crawl of a few thousand pages mostly paid for. It behave
 
 What a process of its own still gives: a worker that dies hard (killed for its memory, a crash
 in a C library) takes the crawl with it here; the job stays in the store and the next
-``crawl`` resumes it; without ``--in-process`` the worker is a process of its own.
+``crawl`` resumes it; with ``--worker-process`` the worker is a process of its own.
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def worker_pool(
     processes: bool = True,
 ) -> LocalWorkers:
     """The local workers of a crawl, not started yet: processes, or, with one worker and not
-    ``processes`` (``crawl --in-process``), that worker in this process
+    ``processes`` (``crawl``'s default with one worker), that worker in this process
     (:mod:`crawlfleet.local.inproc`). Started first (``await pool.start()``), processes import
     while the coordinator loads the spider and opens the store; they learn the queue and the
     job from ``go`` (their settings file, ``config``, is the coordinator's)."""
