@@ -147,8 +147,9 @@ def _split(url: str) -> tuple[str | None, str, str]:
 def url_pattern(url: str) -> str:
     """A bounded key for the shape of ``url``: host, path with digits as ``N`` and long ids as
     ``X``, and the sorted query keys only; session ids (``?sid=...``, ``;jsessionid=...``: the
-    parameters the fingerprint leaves out by default) are no part of it. ``https://shop.test/calendar/2024/05?day=3`` gives
-    ``shop.test/calendar/N/N?day``. At most 12 segments and 12 keys, 40 characters each.
+    parameters the fingerprint leaves out by default) are no part of it.
+    ``https://shop.test/calendar/2024/05?day=3`` gives ``shop.test/calendar/N/N?day``. At
+    most 12 segments and 12 keys, 40 characters each.
     """
     host, path, query = _split(url)
     if host is None:
