@@ -44,9 +44,12 @@ class PacingConfig:
     # Load seen: the rate goes to latency_backoff of the healthy rate, once per round trip.
     latency_backoff: float = 0.9
     # Recovery per second while healthy: delay x recover_factor; concurrency doubles every
-    # recover_every seconds. A delay within snap of the floor snaps to it.
+    # recover_every seconds. A delay within snap of the floor snaps to it. Every 0.25 s, eight
+    # fresh lanes of one domain on a site answering in 5 ms sent 40-60 requests each in their
+    # first half second, and every one on the wire when the first 429 came back earned
+    # another (49-108 of 2,900 requests, routes walled by captchas); at 0.5 s, 16-27.
     recover_factor: float = 0.5
-    recover_every: float = 0.25
+    recover_every: float = 0.5
     snap: float = 0.001
     retry_after_cap: float = 3600.0
     # Host circuit: after circuit_threshold failures in a row (no response, or 5xx) the host is
