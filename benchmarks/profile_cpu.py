@@ -35,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_cpu import TreeWatch, _served, pg_queue, prepare, serving  # noqa: E402
+from bench_cpu import TreeWatch, _served, pg_queue, prepare, python_path, serving  # noqa: E402
 
 #: (thread kind, step, frame substrings: any of them in the stack) in order; the first match
 #: names a sample's step. Thread kinds: the worker's event loop, its callback thread, its store
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.Popen(
             record,
             cwd=work,
-            env=os.environ | env,
+            env=os.environ | env | python_path(),
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
