@@ -44,9 +44,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 
 @pytest.mark.slow
 def test_slow_fetch_with_heartbeats__is_never_re_leased(store: Store, tmp_path: Path) -> None:
-    # the fetch outlasts three leases; heartbeats come every ttl/3 (a ttl of a few seconds: a
-    # busy machine may hold a store call for a second, which is no lost heartbeat of the worker)
-    ttl, delay = 3.0, 10.0
+    # the fetch outlasts three leases; heartbeats come every ttl/3. The ttl leaves a heartbeat
+    # two late ones of slack: a loaded machine (PostgreSQL on the same two cores) may hold a store
+    # call for a few seconds, which is no lost heartbeat of the worker
+    ttl, delay = 5.0, 16.0
     slow_path = "/product/CF-000003"
     catalog = Catalog(60)
     write_config(tmp_path, lease_ttl=ttl, fetch_timeout=ttl)

@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import json
 import resource
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ class BroadSite:
     slow: float = 0.5
     port: int = 0
     hits: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: time.monotonic() of the last page served (robots.txt files not counted)
+    last_page_at: float = 0.0
 
     def kind(self, host: str) -> str:
         return KINDS[self.live.index(host) % len(KINDS)] if host in self.live else "dead"
@@ -99,6 +102,7 @@ async def _page(request: web.Request) -> web.Response:
     site = request.app[SITE_KEY]
     host = _host(request)
     site.hits[(host, request.path)] += 1
+    site.last_page_at = time.monotonic()
     if request.path not in PAGES:
         raise web.HTTPNotFound()
     body = f"<html><body><h1>{host}{request.path}</h1>{_LINKS if request.path == '/' else ''}"

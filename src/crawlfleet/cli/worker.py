@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from crawlfleet.cli.common import fail, opened, queue_option, run, settings, verbosity
+from crawlfleet.cli.common import fail, queue_option, run, settings, verbosity
 
 if TYPE_CHECKING:
     from crawlfleet.config import Settings
@@ -148,30 +148,24 @@ async def _worker(
 ) -> None:
     import logging
 
-    from crawlfleet.errors import WorkerStopped
-    from crawlfleet.worker.fds import raise_nofile
-    from crawlfleet.worker.loops import Worker
+    from crawlfleet.worker.serve import open_worker
 
     log = logging.getLogger("crawlfleet.worker")
-    low = raise_nofile(s.concurrency, s.max_idle_connections)
-    if low is not None:
-        log.warning("%s", low)
-    async with opened(s, outage_grace=s.worker.store_outage_grace) as store:
-        w = Worker(
-            store,
-            s,
-            worker_id=worker_id,
-            jobs=jobs,
-            exit_when_finished=exit_when_finished,
-            spiders=spiders,
-            kinds=kinds,
-            routes=s.routes.pools,  # [[routes.pool]]: the proxies behind the routes' ids
-        )
+    opening = open_worker(
+        s,
+        jobs=jobs,
+        kinds=kinds,
+        exit_when_finished=exit_when_finished,
+        worker_id=worker_id,
+        spiders=spiders,
+        own_crawl=coordinated,
+    )
+    async with opening as w:
         w.install_signal_handlers()
         if coordinated:  # the coordinator gone (stdin closed): drain, as on SIGTERM
             _on_eof(sys.stdin.fileno(), w.stop)
         log.info(
-            "worker %s leases %s from %r", w.worker_id, ", ".join(jobs or ["every job"]), store
+            "worker %s leases %s from %r", w.worker_id, ", ".join(jobs or ["every job"]), w.frontier
         )
         exporter = None
         if metrics_at is not None:
@@ -186,9 +180,6 @@ async def _worker(
             if exporter is not None:
                 await exporter.cleanup()
         log.info("worker %s stops", w.worker_id)
-        unfit = [f"{name}: {why}" for name, why in w.contexts.unloadable.items()]
-        if coordinated and unfit:  # crawl's own worker: the crawl cannot finish without it
-            raise WorkerStopped(f"this worker cannot run job {'; '.join(unfit)}")
 
 
 def _on_eof(fd: int, then: Any) -> None:
