@@ -507,7 +507,7 @@ async def _quality(store: Frontier, settings: Settings, name: str) -> list[str]:
 
     from crawlfleet.errors import StoreError
     from crawlfleet.notify.service import finish_job
-    from crawlfleet.worker.loops import default_worker_id
+    from crawlfleet.worker.ids import default_worker_id
 
     notes = []
     try:

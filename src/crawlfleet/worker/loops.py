@@ -47,6 +47,7 @@ from crawlfleet.urls import mask_credentials
 from crawlfleet.worker.attempt import GiveBack, Pipeline
 from crawlfleet.worker.extract import JobRuntime
 from crawlfleet.worker.faults import has_room, local_fault
+from crawlfleet.worker.ids import default_worker_id
 from crawlfleet.worker.jobs import JobContexts
 
 log = logging.getLogger("crawlfleet.worker")
@@ -68,10 +69,6 @@ GATHER_ABOVE = 16
 REFUSALS_TO_STOP = 3
 #: seconds between two looks of a worker stopped by a local fault (disk full, raw store away)
 FAULT_PROBE_EVERY = 2.0
-
-
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass
