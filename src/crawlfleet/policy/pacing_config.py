@@ -47,7 +47,7 @@ class PacingConfig:
     # recover_every seconds. A delay within snap of the floor snaps to it. Every 0.25 s, eight
     # fresh lanes of one domain on a site answering in 5 ms sent 40-60 requests each in their
     # first half second, and every one on the wire when the first 429 came back earned
-    # another (49-108 of 2,900 requests, routes walled by captchas); at 0.5 s, 16-27.
+    # another (43-108 of 2,900 requests, routes walled by captchas); at 0.5 s, 16-48, none.
     recover_factor: float = 0.5
     recover_every: float = 0.5
     snap: float = 0.001
