@@ -3,8 +3,11 @@
 The hosts are ``tests/sites/broad.py`` (one process: loopback addresses 127.1.x.y, robots.txt
 ok / 404 / 500 / slow / disallowing /private/, dead hosts in 127.2.x.y refusing connections).
 Each run crawls them with ``crawlfleet crawl`` (SQLite or PostgreSQL, W workers) and prints:
-time to the last page and to the end (process exit), home pages served after 5 s / 20 s,
-pages/s per 5-second window, peak sockets and RSS per worker (from /proc).
+time to the last page and to the end (process exit), when the last request ended dead (a dead
+host's give-up, a robots.txt given up), home pages served after 5 s / 20 s, pages/s per 5-second
+window, peak file descriptors, sockets and RSS per worker (from /proc). A last line compares
+the runs: PostgreSQL's time to the last page over SQLite's with as many workers (``pg_vs_sqlite``),
+and one worker's.
 
     python benchmarks/bench_broad.py --hosts 2000 --dead 40 --runs sqlite-1,sqlite-2,postgres-2
 """
@@ -40,6 +43,9 @@ TOML = """[pacing]
 robots_give_up = {give_up}
 robots_recheck = 5
 """
+#: ``--host-give-up``: a dead host's requests end dead(host_unreachable) after this
+HOST_TOML = """host_give_up = {host_give_up}
+"""
 
 
 def serve(hosts: int, dead: int, slow: float) -> tuple[subprocess.Popen[str], dict[str, Any]]:
@@ -56,13 +62,15 @@ def serve(hosts: int, dead: int, slow: float) -> tuple[subprocess.Popen[str], di
     return proc, json.loads(proc.stdout.readline())
 
 
-def sample(pids: list[int]) -> tuple[int, int]:
-    """(most sockets, most RSS kB) of one worker among ``pids`` now."""
-    socks = rss = 0
+def sample(pids: list[int]) -> tuple[int, int, int]:
+    """(most fds, most sockets, most RSS kB) of one worker among ``pids`` now."""
+    fds = socks = rss = 0
     for pid in pids:
         n = 0
         try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
+            names = os.listdir(f"/proc/{pid}/fd")
+            fds = max(fds, len(names))
+            for fd in names:
                 with contextlib.suppress(OSError):
                     n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -71,7 +79,7 @@ def sample(pids: list[int]) -> tuple[int, int]:
         except OSError:
             continue
         socks = max(socks, n)
-    return socks, rss
+    return fds, socks, rss
 
 
 def children(pid: int) -> list[int]:
@@ -90,9 +98,9 @@ def pg_database(name: str) -> str:
     return PG_SERVER.rsplit("/", 1)[0] + "/" + name
 
 
-def finished_times(queue: str, workdir: Path) -> tuple[list[float], list[float]]:
-    """finished_at of every done request, and of the done home pages (depth 0)."""
-    sql = "SELECT finished_at, depth FROM requests WHERE state = 'done'"
+def finished_times(queue: str, workdir: Path) -> tuple[list[float], list[float], list[float]]:
+    """finished_at of every done request, of the done home pages (depth 0), of the dead ones."""
+    sql = "SELECT finished_at, depth, state FROM requests WHERE state IN ('done', 'dead')"
     if queue.startswith("postgresql"):
         import psycopg
 
@@ -103,15 +111,22 @@ def finished_times(queue: str, workdir: Path) -> tuple[list[float], list[float]]
 
         with sqlite3.connect(workdir / ".crawlfleet" / "queue.db") as db:
             rows = db.execute(sql).fetchall()
-    return [r[0] for r in rows], [r[0] for r in rows if r[1] == 0]
+    done = [r for r in rows if r[2] == "done"]
+    dead = [r[0] for r in rows if r[2] == "dead" and r[0] is not None]
+    return [r[0] for r in done], [r[0] for r in done if r[1] == 0], dead
 
 
-def run(label: str, site: dict[str, Any], give_up: float) -> dict[str, Any]:
+def run(
+    label: str, site: dict[str, Any], give_up: float, host_give_up: float | None
+) -> dict[str, Any]:
     backend, workers = label.split("-")
     work = Path(tempfile.mkdtemp(prefix=f"broad-{label}-"))
     seeds = [f"http://{h}:{site['port']}/" for h in [*site["live"], *site["dead"]]]
     (work / "broad.py").write_text(SPIDER.format(start_urls=seeds))
-    (work / "crawlfleet.toml").write_text(TOML.format(give_up=give_up))
+    toml = TOML.format(give_up=give_up)
+    if host_give_up is not None:
+        toml += HOST_TOML.format(host_give_up=host_give_up)
+    (work / "crawlfleet.toml").write_text(toml)
     queue = pg_database(f"bench_broad_{os.getpid()}") if backend == "postgres" else "sqlite"
     args = [sys.executable, "-m", "crawlfleet", "crawl", "broad.py", "--workers", workers]
     if backend == "postgres":
@@ -120,15 +135,15 @@ def run(label: str, site: dict[str, Any], give_up: float) -> dict[str, Any]:
     started = time.time()
     log = (work / "crawl.log").open("w")
     proc = subprocess.Popen(args, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
-    socks = rss = 0
+    fds = socks = rss = 0
     while proc.poll() is None:
         # one worker runs in the crawl's own process (no child): then that process is sampled
-        s, r = sample(children(proc.pid) or [proc.pid])
-        socks, rss = max(socks, s), max(rss, r)
+        f, s, r = sample(children(proc.pid) or [proc.pid])
+        fds, socks, rss = max(fds, f), max(socks, s), max(rss, r)
         time.sleep(0.1)
     ended = time.time()
     log.close()
-    done, homes = finished_times(queue, work)
+    done, homes, dead = finished_times(queue, work)
     last = max(done) if done else started
     windows: dict[int, int] = {}
     for t in done:
@@ -141,15 +156,34 @@ def run(label: str, site: dict[str, Any], give_up: float) -> dict[str, Any]:
         "last_page_s": round(last - started, 1),
         "end_s": round(ended - started, 1),
         "end_after_last_s": round(ended - last, 1),
+        "dead": len(dead),
+        "last_dead_s": round(max(dead) - started, 1) if dead else None,
         "homes": len(homes),
         "homes_after_5s": sum(1 for t in homes if t - started > 5),
         "homes_after_20s": sum(1 for t in homes if t - started > 20),
         "last_home_s": round(max(homes) - started, 1) if homes else None,
         "pages_per_s": round(len(done) / max(last - started, 1e-9)),
         "per_5s": [windows.get(i, 0) // 5 for i in range(max(windows, default=-1) + 1)],
+        "peak_fds_per_worker": fds,
         "peak_sockets_per_worker": socks,
         "peak_rss_mb_per_worker": round(rss / 1024),
     }
+
+
+def compare(last: dict[str, list[float]]) -> dict[str, Any]:
+    """PostgreSQL's time to the last page over SQLite's with as many workers (the median of
+    each label's runs), and over one SQLite worker's."""
+    median = {label: sorted(times)[len(times) // 2] for label, times in last.items()}
+    ratios: dict[str, Any] = {}
+    for label, seconds in median.items():
+        backend, workers = label.split("-")
+        if backend != "postgres":
+            continue
+        if f"sqlite-{workers}" in median:
+            ratios[f"pg_vs_sqlite_w{workers}"] = round(seconds / median[f"sqlite-{workers}"], 2)
+        if workers != "1" and "sqlite-1" in median:
+            ratios[f"pg_w{workers}_vs_sqlite_w1"] = round(seconds / median["sqlite-1"], 2)
+    return ratios
 
 
 def main() -> None:
@@ -158,12 +192,19 @@ def main() -> None:
     parser.add_argument("--dead", type=int, default=40)
     parser.add_argument("--slow", type=float, default=3.0)
     parser.add_argument("--robots-give-up", type=float, default=5.0)
+    parser.add_argument(
+        "--host-give-up", type=float, default=None, help="[pacing] host_give_up (default: 30)"
+    )
     parser.add_argument("--runs", default="sqlite-1,sqlite-2,postgres-2")
     args = parser.parse_args()
     server, site = serve(args.hosts, args.dead, args.slow)
     try:
+        last: dict[str, list[float]] = {}
         for label in args.runs.split(","):
-            print(json.dumps(run(label, site, args.robots_give_up)), flush=True)
+            result = run(label, site, args.robots_give_up, args.host_give_up)
+            last.setdefault(label, []).append(result["last_page_s"])
+            print(json.dumps(result), flush=True)
+        print(json.dumps(compare(last)), flush=True)
     finally:
         server.terminate()
         server.wait(10)

@@ -42,9 +42,11 @@ ROBOTS_RECHECK: Final = 60.0
 ROBOTS_GIVE_UP: Final = 120.0
 #: seconds between two tries of a host that cannot be connected to at all: refused, no DNS
 #: name, no connection in time (``[pacing] host_recheck``) ...
-HOST_RECHECK: Final = 5.0
-#: ... and after which its requests end ``dead(host_unreachable)`` (``[pacing] host_give_up``)
-HOST_GIVE_UP: Final = 30.0
+HOST_RECHECK: Final = 3.0
+#: ... and after which its requests end ``dead(host_unreachable)`` (``[pacing] host_give_up``),
+#: counted from the fleet's first failure, once tried three times (a connect that times out
+#: may be a busy host): a dead seed holds a crawl's end seconds, not a minute
+HOST_GIVE_UP: Final = 10.0
 
 
 def masked_repr(obj: Any) -> str:
@@ -112,7 +114,7 @@ class WorkerSettings:
 
     concurrency: int = 64
     #: most idle keep-alive connections a worker keeps open (its sockets: concurrency + this)
-    max_idle_connections: int = 32
+    max_idle_connections: int = 16
     lease_ttl: float = 60.0
     lease_batch: int = 100
     fetch_timeout: float = 30.0
