@@ -9,7 +9,13 @@ window, peak file descriptors, sockets and RSS per worker (from /proc). A last l
 the runs: PostgreSQL's time to the last page over SQLite's with as many workers (``pg_vs_sqlite``),
 and one worker's.
 
-    python benchmarks/bench_broad.py --hosts 2000 --dead 40 --runs sqlite-1,sqlite-2,postgres-2
+A run ``scrapy`` crawls the same hosts with Scrapy's broad-crawl settings (its documentation's
+"Broad Crawls" page: the downloader-aware priority queue, no cookies, no retries, INFO logs),
+robots.txt obeyed, ``CONCURRENT_REQUESTS`` = crawlfleet's concurrency (64); a page's time is
+when its callback ran.
+
+    python benchmarks/bench_broad.py --hosts 2000 --dead 40 \
+        --runs sqlite-1,sqlite-2,postgres-2,scrapy
 """
 
 from __future__ import annotations
@@ -38,6 +44,32 @@ class Broad(Spider):
 
     def parse(self, response):
         yield from response.follow_all("a")
+"""
+SCRAPY_SPIDER = """
+import time
+
+import scrapy
+
+
+class Broad(scrapy.Spider):
+    name = "broad"
+    start_urls = {start_urls!r}
+    custom_settings = {{
+        "CONCURRENT_REQUESTS": 64,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
+        "REACTOR_THREADPOOL_MAXSIZE": 20,
+        "COOKIES_ENABLED": False,
+        "RETRY_ENABLED": False,
+        "DOWNLOAD_TIMEOUT": 15,
+        "ROBOTSTXT_OBEY": True,
+        "LOG_LEVEL": "INFO",
+        "TELNETCONSOLE_ENABLED": False,
+    }}
+
+    def parse(self, response):
+        yield {{"t": time.time(), "depth": response.meta.get("depth", 0)}}
+        yield from response.follow_all(css="a")
 """
 TOML = """[pacing]
 robots_give_up = {give_up}
@@ -119,6 +151,8 @@ def finished_times(queue: str, workdir: Path) -> tuple[list[float], list[float],
 def run(
     label: str, site: dict[str, Any], give_up: float, host_give_up: float | None
 ) -> dict[str, Any]:
+    if label == "scrapy":
+        return run_scrapy(site)
     backend, workers = label.split("-")
     work = Path(tempfile.mkdtemp(prefix=f"broad-{label}-"))
     seeds = [f"http://{h}:{site['port']}/" for h in [*site["live"], *site["dead"]]]
@@ -170,19 +204,57 @@ def run(
     }
 
 
+def run_scrapy(site: dict[str, Any]) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="broad-scrapy-"))
+    seeds = [f"http://{h}:{site['port']}/" for h in [*site["live"], *site["dead"]]]
+    (work / "broad.py").write_text(SCRAPY_SPIDER.format(start_urls=seeds))
+    args = [sys.executable, "-m", "scrapy", "runspider", "broad.py", "-O", "pages.jsonl"]
+    started = time.time()
+    log = (work / "scrapy.log").open("w")
+    proc = subprocess.Popen(args, cwd=work, stdout=log, stderr=subprocess.STDOUT)
+    fds = socks = rss = 0
+    while proc.poll() is None:
+        f, s, r = sample([proc.pid])
+        fds, socks, rss = max(fds, f), max(socks, s), max(rss, r)
+        time.sleep(0.1)
+    ended = time.time()
+    log.close()
+    rows = [json.loads(line) for line in (work / "pages.jsonl").read_text().splitlines()]
+    done = [r["t"] for r in rows]
+    last = max(done) if done else started
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "run": "scrapy",
+        "exit": proc.returncode,
+        "pages": len(done),
+        "last_page_s": round(last - started, 1),
+        "end_s": round(ended - started, 1),
+        "end_after_last_s": round(ended - last, 1),
+        "last_home_s": round(max(r["t"] for r in rows if r["depth"] == 0) - started, 1)
+        if rows
+        else None,
+        "pages_per_s": round(len(done) / max(last - started, 1e-9)),
+        "peak_fds_per_worker": fds,
+        "peak_sockets_per_worker": socks,
+        "peak_rss_mb_per_worker": round(rss / 1024),
+    }
+
+
 def compare(last: dict[str, list[float]]) -> dict[str, Any]:
     """PostgreSQL's time to the last page over SQLite's with as many workers (the median of
-    each label's runs), and over one SQLite worker's."""
+    each label's runs), and over one SQLite worker's; one SQLite worker's over Scrapy's."""
     median = {label: sorted(times)[len(times) // 2] for label, times in last.items()}
     ratios: dict[str, Any] = {}
     for label, seconds in median.items():
-        backend, workers = label.split("-")
+        backend, _, workers = label.partition("-")
         if backend != "postgres":
             continue
         if f"sqlite-{workers}" in median:
             ratios[f"pg_vs_sqlite_w{workers}"] = round(seconds / median[f"sqlite-{workers}"], 2)
         if workers != "1" and "sqlite-1" in median:
             ratios[f"pg_w{workers}_vs_sqlite_w1"] = round(seconds / median["sqlite-1"], 2)
+    if "scrapy" in median and "sqlite-1" in median:
+        ratios["sqlite_w1_vs_scrapy"] = round(median["sqlite-1"] / median["scrapy"], 2)
     return ratios
 
 
