@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -243,7 +244,7 @@ def run_scrapy(site: dict[str, Any]) -> dict[str, Any]:
 def compare(last: dict[str, list[float]]) -> dict[str, Any]:
     """PostgreSQL's time to the last page over SQLite's with as many workers (the median of
     each label's runs), and over one SQLite worker's; one SQLite worker's over Scrapy's."""
-    median = {label: sorted(times)[len(times) // 2] for label, times in last.items()}
+    median = {label: statistics.median(times) for label, times in last.items()}
     ratios: dict[str, Any] = {}
     for label, seconds in median.items():
         backend, _, workers = label.partition("-")
