@@ -1,6 +1,7 @@
 """Recrawl cost: the second run of a job against its first, on a static shop served by nginx.
 
-    .venv/bin/python benchmarks/bench_recrawl.py [--products 1900] [--changed 0.1] [--no-scrapy]
+    .venv/bin/python benchmarks/bench_recrawl.py [--products 1900] [--changed 0.1]
+        [--no-revisit] [--no-scrapy]
 
 nginx sends ``ETag`` and ``Last-Modified`` for static files and answers a conditional request
 whose validators still match with ``304 Not Modified``. The shop (~2,000 pages with the default
@@ -16,6 +17,13 @@ included):
 and prints each run's wall time (the whole command), its crawling time (first to last request
 nginx logged) and the bytes nginx sent, as shares of run 1 (targets of issue 19: run 2 within
 20% of the time and 5% of the bytes), with what ``export --changes`` found.
+
+The same three runs then crawl another copy of the shop with ``shop_revisit_spider.py``: a
+``sitemap.xml`` lists the product pages with their ``lastmod`` (the file's time, written again
+after run 3's rewrite), and ``revisit_min = "1d"``: a run revisits the start URL, the sitemap,
+the hubs and the pages whose ``lastmod`` moved, not the pages that are not due.
+
+crawlfleet's sources are byte-compiled first, as an installed package has them.
 
 Then Scrapy with its HTTP cache (``HTTPCACHE_ENABLED``, ``RFC2616Policy``) crawls the same
 shop the same three times, one cache directory for the three: how many requests it sent, how
@@ -35,6 +43,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,20 +116,51 @@ def change_products(site: Path, share: float) -> set[str]:
     return changed
 
 
-def crawlfleet_runs(site: Path, base: str, log: Path, work: Path, share: float) -> list[Run]:
-    spider = str(HERE / "shop_spider.py")
+def write_sitemap(site: Path, base: str) -> int:
+    """``sitemap.xml``: every product page, its ``lastmod`` the file's modification time."""
+    pages = sorted((site / "product").glob("*.html"))
+    rows = []
+    for page in pages:
+        when = datetime.fromtimestamp(page.stat().st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+        rows.append(f"<url><loc>{base}/product/{page.stem}</loc><lastmod>{when}</lastmod></url>")
+    (site / "sitemap.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        + "\n".join(rows)
+        + "\n</urlset>\n"
+    )
+    return len(rows)
+
+
+def crawlfleet_runs(
+    site: Path, base: str, log: Path, work: Path, share: float, *, revisit: bool = False
+) -> list[Run]:
+    """Run 1, 2 (unchanged) and 3 (``share`` changed) of one job; ``revisit``: of
+    ``shop_revisit_spider.py`` (a sitemap with lastmod, ``revisit_min``), else of
+    ``shop_spider.py`` (every page revisited every run)."""
+    spider = str(HERE / ("shop_revisit_spider.py" if revisit else "shop_spider.py"))
     crawl = [sys.executable, "-m", "crawlfleet", "crawl", spider, "--workers", "1", "-q"]
     env = os.environ | {"BENCH_SITE_URL": base + "/", "PYTHONUNBUFFERED": "1"}
-    runs = [measure("crawlfleet run 1", crawl, work, env, log)]
-    runs.append(measure("crawlfleet run 2 (unchanged)", [*crawl, "--recrawl"], work, env, log))
+    who = "revisit" if revisit else "crawlfleet"
+    if revisit:
+        write_sitemap(site, base)
+    runs = [measure(f"{who} run 1", crawl, work, env, log)]
+    runs.append(measure(f"{who} run 2 (unchanged)", [*crawl, "--recrawl"], work, env, log))
     runs[-1].changes = export_changes(work, env)
+    time.sleep(1.0)  # a lastmod has whole seconds: the rewritten pages' is later than run 1's
     changed = change_products(site, share)
+    if revisit:
+        write_sitemap(site, base)
     runs.append(
-        measure(f"crawlfleet run 3 ({share:.0%} changed)", [*crawl, "--recrawl"], work, env, log)
+        measure(f"{who} run 3 ({share:.0%} changed)", [*crawl, "--recrawl"], work, env, log)
     )
     runs[-1].changes = export_changes(work, env)
     runs[-1].note = f"{len(changed)} pages rewritten"
     return runs
+
+
+def revisit_runs(site: Path, base: str, log: Path, work: Path, share: float) -> list[Run]:
+    return crawlfleet_runs(site, base, log, work, share, revisit=True)
 
 
 def export_changes(work: Path, env: dict[str, str]) -> dict[str, int]:
@@ -177,19 +217,35 @@ def print_table(runs: list[Run], first: Run) -> None:
         )
 
 
+def compile_package() -> None:
+    """Byte-compile crawlfleet's sources, as installing the package does (an environment with
+    PYTHONDONTWRITEBYTECODE would otherwise compile every module at each command's start, a
+    fixed cost that weighs on a short run and no installed crawlfleet pays)."""
+    import compileall
+
+    import crawlfleet
+
+    compileall.compile_dir(Path(crawlfleet.__file__).parent, quiet=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--products", type=int, default=1900)
     parser.add_argument("--changed", type=float, default=0.1, help="share of products changed")
     parser.add_argument("--no-scrapy", action="store_true")
+    parser.add_argument(
+        "--no-revisit", action="store_true", help="skip the sitemap + revisit_min sequence"
+    )
     args = parser.parse_args(argv)
     source = OUT / f"site-{args.products}"
     info = ensure_site(source, args.products)
     results: dict[str, Any] = {"site": info}
     with tempfile.TemporaryDirectory(prefix="bench-recrawl-") as tmp:
         root = Path(tmp)
-        for who, runner in (("crawlfleet", crawlfleet_runs), ("scrapy", scrapy_runs)):
-            if who == "scrapy" and args.no_scrapy:
+        compile_package()
+        runners = (("crawlfleet", crawlfleet_runs), ("revisit", revisit_runs))
+        for who, runner in (*runners, ("scrapy", scrapy_runs)):
+            if (who == "scrapy" and args.no_scrapy) or (who == "revisit" and args.no_revisit):
                 continue
             site, work = root / f"site-{who}", root / f"work-{who}"
             shutil.copytree(source, site)

@@ -37,7 +37,7 @@ pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
 events {{ worker_connections 4096; }}
 http {{
-    types {{ text/html html; text/plain txt; }}
+    types {{ text/html html; text/plain txt; application/xml xml; }}
     default_type text/html;
     charset utf-8;
     sendfile on;

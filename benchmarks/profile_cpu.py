@@ -35,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_cpu import TreeWatch, _served, pg_queue, prepare, serving  # noqa: E402
+from bench_cpu import TreeWatch, _served, pg_queue, prepare, python_path, serving  # noqa: E402
 
 #: (thread kind, step, frame substrings: any of them in the stack) in order; the first match
 #: names a sample's step. Thread kinds: the worker's event loop, its callback thread, its store
@@ -113,7 +113,9 @@ WAITING = (
 def thread_kind(proc: str, thread: str) -> str:
     if "bare_loop.py" in proc:
         return "bare"
-    worker = " worker " in proc
+    # crawl's one worker runs in its own process (``crawlfleet worker``) with
+    # --worker-process, else in crawl's: its event loop is then crawl's main thread
+    worker = " worker " in proc or "--worker-process" not in proc
     if not worker:
         return "coord"
     if thread == "MainThread":
@@ -152,6 +154,14 @@ def step_of(kind: str, frames: list[str]) -> str:
             n in stack for n in needles
         ):
             return step
+    if kind == "loop":  # crawl's own loop runs the coordinator's steps too
+        for k, step, needles in STEPS:
+            if (
+                k == "coord"
+                and step != "coordinator: start-up"
+                and any(n in stack for n in needles)
+            ):
+                return step
     return f"{kind}: other"
 
 
@@ -217,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.Popen(
             record,
             cwd=work,
-            env=os.environ | env,
+            env=os.environ | env | python_path(),
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )

@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import json
 import resource
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ class BroadSite:
     kinds: tuple[str, ...] = KINDS
     port: int = 0
     hits: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: time.monotonic() of the last page served (robots.txt files not counted)
+    last_page_at: float = 0.0
 
     def kind(self, host: str) -> str:
         if host not in self.live:
@@ -132,6 +135,7 @@ async def _page(request: web.Request) -> web.Response:
     site.hits[(host, request.path)] += 1
     if site.kind(host) == "lagging":
         await asyncio.sleep(site.slow)
+    site.last_page_at = time.monotonic()
     if request.path not in PAGES:
         raise web.HTTPNotFound()
     body = f"<html><body><h1>{host}{request.path}</h1>{_LINKS if request.path == '/' else ''}"

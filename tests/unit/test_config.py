@@ -141,7 +141,7 @@ def test_spider_trap_attributes__left_as_they_are_take_traps__none_is_no_limit(
 
 def test_robots_give_up__documented_default__bad_values_are_one_clear_error() -> None:
     assert Settings().robots_give_up == 120.0
-    assert (Settings().host_recheck, Settings().host_give_up) == (3.0, 10.0)
+    assert (Settings().host_recheck, Settings().host_give_up) == (2.5, 10.0)
     assert Settings.of(robots_give_up="5").check().robots_give_up == 5.0
     with pytest.raises(ConfigError, match="robots_give_up must be 0 seconds or more"):
         Settings.of(robots_give_up=-1).check()

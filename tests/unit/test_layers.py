@@ -1,6 +1,7 @@
 """The layering the README states, read off the imports so that it cannot rot.
 
-* ``model.py`` imports nothing of crawlfleet; ``policy/`` only the model, the errors and itself;
+* ``model.py`` imports nothing of crawlfleet; ``policy/`` only the model, the errors, the URL
+  rules (``urls.py``, on the vocabulary alone: session ids in URL shapes) and itself;
 * nothing outside ``frontier/`` imports a backend (``open_frontier`` picks one);
 * every room of the package (a root module or a sub-package) sits on one of :data:`FLOORS`,
   and no import reaches a higher floor: a request's walk goes down, never back up. Rooms on
@@ -76,8 +77,13 @@ def test_model_imports_nothing_of_crawlfleet() -> None:
     assert _imports()["crawlfleet.model"] == set()
 
 
-def test_policy_imports_only_the_model_the_errors_and_itself() -> None:
-    allowed = ("crawlfleet.model", "crawlfleet.errors", "crawlfleet.policy")
+def test_the_url_rules_import_only_the_vocabulary() -> None:
+    # what lets policy/ use them and stay pure
+    assert {_room(name) for name in _imports()["crawlfleet.urls"]} <= FLOORS[0][1]
+
+
+def test_policy_imports_only_the_model_the_errors_the_url_rules_and_itself() -> None:
+    allowed = ("crawlfleet.model", "crawlfleet.errors", "crawlfleet.urls", "crawlfleet.policy")
     wrong = {
         (module, name)
         for module, names in _imports().items()

@@ -68,6 +68,19 @@ def test_url_pattern(url: str, pattern: str) -> None:
     assert url_pattern(url) == pattern
 
 
+def test_url_pattern__session_ids_make_no_shape_of_their_own() -> None:
+    # the fingerprint leaves them out: two spellings of one page draw on one URL-shape budget
+    spellings = [
+        "http://shop.test/product/CF-000123",
+        "http://shop.test/product/CF-000123?sid=9f3a1c7e2b8d4f60a1c3",
+        "http://shop.test/product/CF-000124;jsessionid=A1B2C3D4E5",
+        "http://shop.test/product/CF-000125?PHPSESSID=x",
+    ]
+    assert {url_pattern(u) for u in spellings} == {"shop.test/product/CF-N"}
+    # a short sid is not a session token: it stays a key of the shape, as in the fingerprint
+    assert url_pattern("http://shop.test/a?sid=en&x=1") == "shop.test/a?sid&x"
+
+
 def test_url_pattern_collapses_a_calendar() -> None:
     urls = {
         f"https://shop.test/cal/{y}/{m}?day={d}"

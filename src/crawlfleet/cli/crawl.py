@@ -37,12 +37,14 @@ if TYPE_CHECKING:
     help="Local worker processes.",
 )
 @click.option(
-    "--in-process",
+    "--in-process/--worker-process",
     "in_process",
-    is_flag=True,
+    default=True,
+    show_default=True,
     help="With one worker: run it in crawl's own process (one interpreter's start-up and "
     "imports instead of two; a worker that dies hard then ends the crawl, which resumes on the "
-    "next crawl).",
+    "next crawl), or in a process of its own (restarted when it dies). More workers, or "
+    "browser workers, are processes of their own.",
 )
 @click.option(
     "--browser-workers",

@@ -49,7 +49,7 @@ async def notify_deliver(ctx: click.Context, queue: str | None, timeout: float) 
     from crawlfleet.notify.deliver import Deliverer
     from crawlfleet.notify.destinations import destinations
     from crawlfleet.notify.keeper import QualityKeeper
-    from crawlfleet.worker.loops import default_worker_id
+    from crawlfleet.worker.ids import default_worker_id
 
     s = settings(ctx, {"queue": queue})
     dests = destinations(s)

@@ -51,7 +51,7 @@ optional; an unknown key or section is an error that names the nearest known one
     breaker_cooldown_cap = 3600.0  # ... doubling per failed probe, up to this
     robots_recheck = 60.0     # seconds a host waits while its robots.txt is unreachable (5xx)
     robots_give_up = 120.0    # ... and after which its requests end dead(robots_unavailable)
-    host_recheck = 3.0        # a host refusing connections (or no DNS name) is tried again ...
+    host_recheck = 2.5        # a host refusing connections (or no DNS name) is tried again ...
     host_give_up = 10.0       # ... until this (3 tries at least): then dead(host_unreachable)
 
     [traps]                   # trap guards (a spider's own attributes take precedence)

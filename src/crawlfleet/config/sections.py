@@ -42,10 +42,11 @@ ROBOTS_RECHECK: Final = 60.0
 ROBOTS_GIVE_UP: Final = 120.0
 #: seconds between two tries of a host that cannot be connected to at all: refused, no DNS
 #: name, no connection in time (``[pacing] host_recheck``) ...
-HOST_RECHECK: Final = 3.0
+HOST_RECHECK: Final = 2.5
 #: ... and after which its requests end ``dead(host_unreachable)`` (``[pacing] host_give_up``),
-#: counted from the fleet's first failure, once tried three times (a connect that times out
-#: may be a busy host): a dead seed holds a crawl's end seconds, not a minute
+#: counted from the fleet's first failure, once tried three times at least (a connect that
+#: times out may be a busy host): a broad crawl's end follows its last page by seconds (a dead
+#: seed holds the crawl's end this long after its first try), not half a minute
 HOST_GIVE_UP: Final = 10.0
 
 

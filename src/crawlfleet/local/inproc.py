@@ -1,4 +1,5 @@
-"""``crawl --in-process``: the one worker in the coordinator's own process.
+"""``crawl``'s one worker in the coordinator's own process (the default with ``-w 1`` and no
+browser workers; ``--worker-process`` gives it a process of its own).
 
 The worker is the same :class:`~crawlfleet.worker.loops.Worker` a ``crawlfleet worker``
 process runs, on the coordinator's event loop with a store connection of its own: one
@@ -19,7 +20,7 @@ store), which is what a crawl of a few thousand pages mostly paid for. It behave
 
 What a process of its own still gives: a worker that dies hard (killed for its memory, a crash
 in a C library) takes the crawl with it here; the job stays in the store and the next
-``crawl`` resumes it; without ``--in-process`` the worker is a process of its own.
+``crawl`` resumes it; with ``--worker-process`` the worker is a process of its own.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+def _nothing() -> None:
+    pass
+
+
 class InProcessWorker:
     """One worker on the running event loop, with :class:`~crawlfleet.local.pool.WorkerPool`'s
     interface; ``config``: the settings file the worker reads (``--config``), under the
@@ -55,6 +60,8 @@ class InProcessWorker:
     def __init__(self, config: str | None = None, *, max_restarts: int = 50) -> None:
         self.config = config
         self.on_line: Callable[[str], None] = _to_stderr
+        #: called when the worker ends (the coordinator looks at once instead of at its next poll)
+        self.on_exit: Callable[[], None] = _nothing
         self.max_restarts = max_restarts
         self.restarts = 0
         self.stopping = False
@@ -73,6 +80,10 @@ class InProcessWorker:
         if self._logs is None:
             self._logs = _Lines(self)
         self._task = asyncio.create_task(self._run(message), name="worker")
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, _: asyncio.Task[None]) -> None:
+        self.on_exit()
 
     async def _run(self, message: Mapping[str, Any]) -> None:
         from crawlfleet.config import load_settings
@@ -146,6 +157,7 @@ class InProcessWorker:
         )
         assert self._message is not None
         self._task = asyncio.create_task(self._run(self._message), name="worker")
+        self._task.add_done_callback(self._ended)
         return False
 
     async def wait(self, timeout: float) -> bool:

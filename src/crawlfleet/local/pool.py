@@ -42,6 +42,10 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+def _nothing() -> None:
+    pass
+
+
 def kinds_for(kinds: Sequence[str], index: int, workers: int, browser_workers: int) -> list[str]:
     """The fetcher kinds worker ``index`` runs, of the ``kinds`` the job needs: all of them in
     every worker, or, with ``browser_workers`` of their own (indexes from ``workers`` on), the
@@ -60,6 +64,7 @@ class LocalWorkers(Protocol):
     n: int
     restarts: int
     on_line: Callable[[str], None]
+    on_exit: Callable[[], None]  # a worker ended: the coordinator looks now, not at its next poll
 
     async def start(self) -> None: ...
     async def go(self, message: Mapping[str, Any]) -> None: ...
@@ -101,6 +106,7 @@ class WorkerPool:
             *worker_args,
         ]
         self.on_line = on_line or _to_stderr  # where the workers' stderr lines go
+        self.on_exit: Callable[[], None] = _nothing  # a worker's stderr closed: it is ending
         self.max_restarts = max_restarts
         self.restarts = 0
         self.procs: list[asyncio.subprocess.Process] = []
@@ -133,6 +139,9 @@ class WorkerPool:
         assert proc.stderr is not None
         while line := await proc.stderr.readline():
             self.on_line(line.decode("utf-8", "replace").rstrip("\n"))  # the current one
+        with contextlib.suppress(asyncio.CancelledError, ProcessLookupError):
+            await proc.wait()
+        self.on_exit()
 
     async def go(self, message: Mapping[str, Any]) -> None:
         """Tell every worker (and every one restarted later) what to run."""

@@ -198,7 +198,7 @@ def worker_pool(
     processes: bool = True,
 ) -> LocalWorkers:
     """The local workers of a crawl, not started yet: processes, or, with one worker and not
-    ``processes`` (``crawl --in-process``), that worker in this process
+    ``processes`` (``crawl``'s default with one worker), that worker in this process
     (:mod:`crawlfleet.local.inproc`). Started first (``await pool.start()``), processes import
     while the coordinator loads the spider and opens the store; they learn the queue and the
     job from ``go`` (their settings file, ``config``, is the coordinator's)."""
@@ -313,6 +313,7 @@ async def _run(
     await pool.go({"jobs": [name], "overrides": overrides, "kinds": kinds})
     log.info("%d workers run job %s", pool.n, name)
     stop = _Stopper(pool, view, plan.settings.lease_ttl)
+    pool.on_exit = stop.wake  # the end of a run is seen when its workers end, not a poll later
     counts = _Counts(store, name, stats)
     last_tail = 0.0
     with stop.installed():
@@ -419,6 +420,10 @@ class _Stopper:
             "waits for them"
         )
 
+    def wake(self) -> None:
+        """Cut the current :meth:`sleep` short (a worker ended: look at the job now)."""
+        self._woken.set()
+
     async def sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._woken.wait(), seconds)
@@ -502,7 +507,7 @@ async def _quality(store: Frontier, settings: Settings, name: str) -> list[str]:
 
     from crawlfleet.errors import StoreError
     from crawlfleet.notify.service import finish_job
-    from crawlfleet.worker.loops import default_worker_id
+    from crawlfleet.worker.ids import default_worker_id
 
     notes = []
     try:

@@ -27,8 +27,6 @@ from email.message import EmailMessage
 from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote, urlsplit
 
-import aiohttp
-
 from crawlfleet.frontier.outbox import Delivery, DeliveryResult
 from crawlfleet.notify.destinations import Destination
 from crawlfleet.notify.payloads import email_text, slack_body
@@ -36,6 +34,8 @@ from crawlfleet.notify.signing import SIGNATURE_HEADER, sign
 from crawlfleet.policy.retry import backoff, parse_retry_after
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from crawlfleet.config.sections import NotifySettings
     from crawlfleet.frontier.ports import Frontier
 
@@ -95,6 +95,8 @@ class Deliverer:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
+            import aiohttp  # on the first webhook: a run that sends none never loads it
+
             timeout = aiohttp.ClientTimeout(total=self.settings.timeout)
             self._session = aiohttp.ClientSession(
                 timeout=timeout, headers={"User-Agent": USER_AGENT}
@@ -193,6 +195,8 @@ class Deliverer:
         }
         if dest.secret:
             headers[SIGNATURE_HEADER] = sign(dest.secret, body)
+        import aiohttp
+
         try:
             async with self._http().post(
                 dest.url, data=body, headers=headers, allow_redirects=False

@@ -16,6 +16,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from crawlfleet.model import Default
+from crawlfleet.urls import DEFAULT_SESSION_PARAMS, is_session_param
 
 __all__ = [
     "TRAP_SAMPLE",
@@ -145,8 +146,10 @@ def _split(url: str) -> tuple[str | None, str, str]:
 
 def url_pattern(url: str) -> str:
     """A bounded key for the shape of ``url``: host, path with digits as ``N`` and long ids as
-    ``X``, and the sorted query keys only. ``https://shop.test/calendar/2024/05?day=3`` gives
-    ``shop.test/calendar/N/N?day``. At most 12 segments and 12 keys, 40 characters each.
+    ``X``, and the sorted query keys only; session ids (``?sid=...``, ``;jsessionid=...``: the
+    parameters the fingerprint leaves out by default) are no part of it.
+    ``https://shop.test/calendar/2024/05?day=3`` gives ``shop.test/calendar/N/N?day``. At
+    most 12 segments and 12 keys, 40 characters each.
     """
     host, path, query = _split(url)
     if host is None:
@@ -159,12 +162,32 @@ def url_pattern(url: str) -> str:
 
 
 def _path_pattern(path: str, query: str) -> str:
-    segments = [_shape(seg) for seg in path.split("/") if seg][:_MAX_SEGMENTS]
-    keys = {_shape(pair.partition("=")[0]) for pair in query.split("&") if pair}
+    segments = [_shape(_without_sessions(seg)) for seg in path.split("/") if seg][:_MAX_SEGMENTS]
+    keys = {
+        _shape(name)
+        for name, _, value in (pair.partition("=") for pair in query.split("&") if pair)
+        if not is_session_param(name, value, DEFAULT_SESSION_PARAMS)
+    }
     pattern = "/" + "/".join(segments)
     if keys:
         pattern += "?" + "&".join(sorted(keys)[:_MAX_KEYS])
     return pattern
+
+
+def _without_sessions(segment: str) -> str:
+    """A path segment without its ``;name=value`` session ids (``;jsessionid=...``): two
+    spellings of one page (the fingerprint leaves session ids out) have one shape, so they
+    draw on one URL-shape budget and a session id makes no shape of its own."""
+    if ";" not in segment:
+        return segment
+    head, *params = segment.split(";")
+    kept = [p for p in params if not is_session_param(*_param(p), DEFAULT_SESSION_PARAMS)]
+    return ";".join([head, *kept])
+
+
+def _param(pair: str) -> tuple[str, str]:
+    name, _, value = pair.partition("=")
+    return name, value
 
 
 _FOLD_DIGITS: Final = str.maketrans("123456789", "000000000")

@@ -47,6 +47,7 @@ from crawlfleet.urls import mask_credentials
 from crawlfleet.worker.attempt import GiveBack, Pipeline
 from crawlfleet.worker.extract import JobRuntime
 from crawlfleet.worker.faults import has_room, local_fault
+from crawlfleet.worker.ids import default_worker_id
 from crawlfleet.worker.jobs import JobContexts
 
 log = logging.getLogger("crawlfleet.worker")
@@ -66,10 +67,6 @@ GATHER_ABOVE = 16
 REFUSALS_TO_STOP = 3
 #: seconds between two looks of a worker stopped by a local fault (disk full, raw store away)
 FAULT_PROBE_EVERY = 2.0
-
-
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass
@@ -132,6 +129,7 @@ class Worker:
         self._task_of: dict[int, asyncio.Task[None]] = {}  # lease id -> its handler
         self._pending = _Pending()
         self._has_pending = asyncio.Event()  # wakes the reporter
+        self._gathered = asyncio.Event()  # a gathering report has enough results: it goes now
         self._reported = asyncio.Event()  # set after every report (and its leases) went through
         self._reporting = 0  # reports on their way to the store right now
         self._asking = 0  # leases asked for in store calls on their way
@@ -389,6 +387,8 @@ class Worker:
         else:
             self._pending.failed.append((verdict, rt))
         self._has_pending.set()
+        if not gathers(len(self._held), len(self._pending)):
+            self._gathered.set()
 
     async def _give_back(self, lease: Lease) -> None:
         """Release ``lease`` unfetched (no attempt used) and stop holding it."""
@@ -497,13 +497,18 @@ class Worker:
     async def _report_loop(self) -> None:
         """Group commit: a finished request is reported as soon as no report is on its way, so
         its slot in the store is free again within one store transaction; while one is on its
-        way, the next batch gathers. A busy worker (many leases held) waits up to
-        ``report_interval`` for more to finish first: fewer, larger transactions."""
+        way, the next batch gathers. A busy worker (many leases held) waits for more to finish
+        first, until a quarter of what it holds has (:func:`gathers`) or ``report_interval``
+        has passed: fewer, larger transactions, and never a window of finished requests
+        waiting out the interval (answers that come fast, such as 304s, would finish the whole
+        window within it and leave the worker idle until the report)."""
         while True:
             await self._has_pending.wait()
             self._has_pending.clear()
             if gathers(len(self._held), len(self._pending)):
-                await asyncio.sleep(self.settings.report_interval)
+                self._gathered.clear()
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._gathered.wait(), self.settings.report_interval)
             await self._flush()
 
     async def _flush(self) -> None:

@@ -1,7 +1,7 @@
 """One worker from settings to its end: the fd limit raised, the store opened, the
 :class:`~crawlfleet.worker.loops.Worker` made, the store closed.
 
-``crawlfleet worker`` (a process of its own) and ``crawl --in-process`` (the coordinator's own
+``crawlfleet worker`` (a process of its own) and ``crawl``'s one worker (the coordinator's own
 event loop) both open their worker here; what differs between them (signal handlers, the
 coordinator's end of stdin, a metrics endpoint) is what they do inside the ``async with``.
 """
