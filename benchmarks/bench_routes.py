@@ -68,9 +68,15 @@ def _pool(proxies: list[str], rate: float | None, pacing: str = "") -> str:
 def _crawlfleet(
     args: list[str], cwd: Path, timeout: float = 900
 ) -> subprocess.CompletedProcess[str]:
+    # the crawl runs in its own directory: a relative PYTHONPATH (src:.) made absolute, or
+    # the crawl would import whatever crawlfleet is installed, not the tree being measured
+    path = os.pathsep.join(
+        str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    )
     return subprocess.run(
         [sys.executable, "-m", "crawlfleet", *args],
         cwd=cwd,
+        env={**os.environ, "PYTHONPATH": path} if path else None,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -120,6 +126,7 @@ def crawl(
         "pages_per_s_bulk": bulk_rate(stats),
         "predicted": predicted,
         "too_many": stats["statuses"].get("429", 0),
+        "limited": {a: c["rate_limited"] for a, c in stats.get("per_client", {}).items()},
         "captchas": stats["faults"].get("captcha_wall", 0),
         "records": read_jsonl(work / "out.jsonl"),
         "clients": per_client(stats),
@@ -280,13 +287,15 @@ def _print_lanes(row: dict[str, Any]) -> None:
     """Each route's address at the shop and its lane's pacing (medians over the samples)."""
     share = row["pages_per_s_bulk"] / row["allowed"] if row["allowed"] else 0.0
     print(f"       {share:.0%} of the {row['allowed']} requests/s the shop allows the routes")
+    if row["requests"]:
+        print(f"       429s: {row['too_many'] / row['requests']:.1%} of the requests")
     busy = row["cpu_s"] / row["wall_s"] if row["wall_s"] else 0.0
     per = 1000 * row["cpu_s"] / max(1, row["requests"])
     print(f"       the crawl's processes: {busy:.2f} cores busy, {per:.2f} ms of CPU a request")
     for client, c in sorted(row["clients"].items()):
         print(
             f"       {client:<12} {c['requests']:>6.0f} requests, {c['rate']:5.1f}/s, "
-            f"busiest second {c['peak']:.0f}"
+            f"busiest second {c['peak']:.0f}, {row['limited'].get(client, 0)} 429s"
         )
     for route, lane in row["lanes"].items():
         print(
@@ -338,7 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pages-per-route", type=int, default=50, metavar="N")
     p.add_argument("--limit", type=int, default=5, help="shop: requests per address per second")
     p.add_argument(
-        "--rate", type=float, default=4.0, help="pool: requests/s per route (0: none declared)"
+        "--rate",
+        type=float,
+        default=None,
+        help="pool: requests/s per route (0: none declared; default 4.0 on the default shop's "
+        "5/s, none with another --limit: the lanes find the shop's limit themselves)",
     )
     p.add_argument(
         "--noise",
@@ -357,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-hop", action="store_true", help="only the routes runs")
     p.add_argument("--skip-routes", action="store_true", help="only the proxy hop runs")
     args = p.parse_args(argv)
+    if args.rate is None:
+        args.rate = 4.0 if args.limit == 5 else 0.0
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-routes-") as tmp:
         if not args.skip_routes:

@@ -65,6 +65,8 @@ def handler(request: FetchRequest) -> FetchResult:
         return page(request.url, 404, b"<html><body>no such page</body></html>")
     if path == "/busy":
         return page(request.url, 503, b"", [("Retry-After", "7")])
+    if path == "/limited":
+        return page(request.url, 429, b"", [("Retry-After", "2")])
     if path == "/captcha":
         return page(request.url, 200, CAPTCHA)
     if path == "/slow":
@@ -447,6 +449,25 @@ def test_slot_start__late_slots_keep_most_of_their_spacing_and_the_lag_shrinks()
     assert slot_start(105.0, (104.975, 104.975), 104.0) == 105.0
     # an earlier slot than the last one (leases overtaking): only now bounds it
     assert slot_start(100.0, (101.0, 101.5), 102.0) == 102.0
+
+
+async def test_429__holds_its_lane_here_leases_of_it_go_back_unfetched_until_retry_after(
+    h: Harness, clock: FakeClock
+) -> None:
+    verdict = await h.run("/limited")
+    assert isinstance(verdict, Failure) and verdict.status == 429
+    fetched = len(h.attempts)
+    # the next lease of the lane comes back unfetched, no attempt used, while the hold lasts
+    held = await h.run("/p/1")
+    assert isinstance(held, GiveBack) and "429" in held.why
+    assert h.attempts[fetched].status is None  # given back before any fetch
+    other = replace(h.lease("/p/1"), domain="other.test")  # another lane: not held
+    assert isinstance(await h.pipeline.run(h.job, other), Completion)
+    # a 503, even with Retry-After, holds its own request only (the retry policy)
+    clock.advance(2.0)
+    assert isinstance(await h.run("/p/1"), Completion)
+    await h.run("/busy")
+    assert isinstance(await h.run("/p/1"), Completion)
 
 
 class Pipelined(Shop):

@@ -36,7 +36,7 @@ optional; an unknown key or section is an error that names the nearest known one
     pushback_window = 25      # ... responses (EWMA) that slows a lane down; a lone 503 does not
     slowdown_factor = 2.0     # delay multiplier when it does
     recover_factor = 0.5      # delay multiplier per second without push-back
-    recover_every = 0.25      # seconds per doubling of concurrency while healthy
+    recover_every = 0.5       # seconds per doubling of concurrency while healthy
     start_concurrency = 4     # a new lane's width; it doubles from there
     limit_fraction = 0.85     # after a 429, go on at this share of the rate it accepted ...
     probe = 0.02              # ... and probe upward by this fraction a second

@@ -55,7 +55,9 @@ log = logging.getLogger("crawlfleet.worker")
 #: seconds a worker that skips unloadable jobs reuses its list of job names
 JOB_LIST_TTL = 1.0
 #: most seconds an idle worker waits before it looks again (retries and paced lanes come due)
-IDLE_WAIT = 0.25
+#: (below the store's lease horizon, ``PacingConfig.lease_horizon``: a paced lane's next
+#: start slots are leased before they are due)
+IDLE_WAIT = 0.15
 #: least seconds between two leases of an idle worker (many idle workers woken at once)
 IDLE_LEASE_GAP = 0.01
 #: least seconds before a report the store could not take is tried again

@@ -767,7 +767,12 @@ WITH active AS (
 ), domains_served AS (
     UPDATE domains d SET
         in_flight = d.in_flight + s.n,
-        next_at = CASE WHEN s.n > 0 THEN greatest(d.next_at, s.start + (s.n - 1) * s.gap + s.step)
+        -- a domain's own spacing (rate, Crawl-delay) moves its next start; without one
+        -- (step 0) its lanes are spaced by their own delays alone: the last slot of one lane
+        -- must not become the first of the next (each lane led the others' starts past the
+        -- horizon, and eight routes ran at half their pace)
+        next_at = CASE WHEN s.n > 0 AND s.step > 0
+                       THEN greatest(d.next_at, s.start + (s.n - 1) * s.gap + s.step)
                        ELSE d.next_at END,
         last_lease_at = $1
     FROM (SELECT s.domain, sum(s.n)::int AS n, max(s.start) AS start,

@@ -318,7 +318,10 @@ class SQLiteQueue(SQLiteConnection):
             last = start + (len(taken) - 1) * gap
             args = {"n": len(taken), "now": now, "domain": domain, "route": route}
             db.execute(Q["lane_leased"], {**args, "lane_next": last + delay})
-            db.execute(Q["domain_leased"], {**args, "domain_next": last + step})
+            # a domain without spacing of its own (step 0) leaves its lanes to their delays:
+            # the last slot of one lane is not the first of the next (see the PostgreSQL lease)
+            domain_next = last + step if step > 0 else 0.0
+            db.execute(Q["domain_leased"], {**args, "domain_next": domain_next})
         return leases
 
     def _rescue(self, db: sqlite3.Connection, now: float) -> int:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from crawlfleet.events import EventBus
 from crawlfleet.model import Failure, Outcome
+from crawlfleet.policy.retry import parse_retry_after
 from crawlfleet.routes.identities import Identities
 from crawlfleet.worker.attempt.classify import Classify
 from crawlfleet.worker.attempt.errback import Errback
@@ -76,11 +77,14 @@ class Pipeline:
         escalate = Escalate(self.offloop, clock)
         #: after the verdict: a dead request's errback
         self.errback = Errback(self.offloop)
+        #: the first step: it also holds a lane a 429 came back through (see ``run``)
+        self.pace = PaceSlot(clock)
+        self.fetch = Fetch(self.verdicts, clock, identities)
         #: the steps, in the order they run
         self.steps: tuple[Step, ...] = (
-            PaceSlot(clock),
+            self.pace,
             RobotsGate(self.verdicts, clock),
-            Fetch(self.verdicts, clock, identities),
+            self.fetch,
             NotModified(self.verdicts, clock),
             Snapshot(clock),
             Classify(self.verdicts, escalate, clock),
@@ -94,6 +98,11 @@ class Pipeline:
         verdict: Verdict | None = None
         for step in self.steps:
             verdict = await step(a)
+            if a.result is not None and a.result.status == 429 and step is self.fetch:
+                # the host refused the lane's pace: its other leases here wait, from now on,
+                # not from when this answer has been archived and classified (PaceSlot.hold)
+                said = parse_retry_after(a.result.header_map.get("retry-after"), self.clock())
+                self.pace.hold(a.lane, said)
             if verdict is not None:
                 break
         else:
