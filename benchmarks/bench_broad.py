@@ -3,16 +3,21 @@
 The hosts are ``tests/sites/broad.py`` (one process: loopback addresses 127.1.x.y, robots.txt
 ok / 404 / 500 / slow / disallowing /private/, dead hosts in 127.2.x.y refusing connections).
 Each run crawls them with ``crawlfleet crawl`` (SQLite or PostgreSQL, W workers) and prints:
-time to the last page and to the end (process exit), home pages served after 5 s / 20 s,
-pages/s per 5-second window, peak sockets and RSS per worker (from /proc).
+time to the last page and to the end (process exit), when the last request ended dead (a dead
+host's give-up, a robots.txt given up), home pages served after 5 s / 20 s, pages/s per 5-second
+window, peak file descriptors, sockets and RSS per worker (from /proc). A last line compares
+the runs: PostgreSQL's time to the last page over SQLite's with as many workers (``pg_vs_sqlite``),
+and one worker's.
 
 The run ``scrapy`` crawls the same hosts with Scrapy and the settings of its "Broad Crawls"
 page (downloader-aware priority queue, no cookies, no retries, no redirects, a 15 s download
-timeout, robots.txt obeyed), at crawlfleet's concurrency (64) for a like-for-like figure. Scrapy
-reads a robots.txt answering 5xx as "allow all", so it fetches the pages of those hosts that
-crawlfleet (RFC 9309: complete disallow) does not: its page count is higher by them.
+timeout, robots.txt obeyed), at crawlfleet's concurrency (64) for a like-for-like figure (a
+page's time: when its callback ran). Scrapy reads a robots.txt answering 5xx as "allow all", so
+it fetches the pages of those hosts that crawlfleet (RFC 9309: complete disallow) does not: its
+page count is higher by them.
 
-    python benchmarks/bench_broad.py --hosts 2000 --runs sqlite-1,sqlite-2,postgres-2,scrapy
+    python benchmarks/bench_broad.py --hosts 2000 --dead 40 \
+        --runs sqlite-1,sqlite-2,postgres-2,scrapy
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,6 +80,9 @@ TOML = """[pacing]
 robots_give_up = {give_up}
 robots_recheck = 5
 """
+#: ``--host-give-up``: a dead host's requests end dead(host_unreachable) after this
+HOST_TOML = """host_give_up = {host_give_up}
+"""
 
 
 def serve(hosts: int, dead: int, slow: float) -> tuple[subprocess.Popen[str], dict[str, Any]]:
@@ -90,13 +99,15 @@ def serve(hosts: int, dead: int, slow: float) -> tuple[subprocess.Popen[str], di
     return proc, json.loads(proc.stdout.readline())
 
 
-def sample(pids: list[int]) -> tuple[int, int]:
-    """(most sockets, most RSS kB) of one worker among ``pids`` now."""
-    socks = rss = 0
+def sample(pids: list[int]) -> tuple[int, int, int]:
+    """(most fds, most sockets, most RSS kB) of one worker among ``pids`` now."""
+    fds = socks = rss = 0
     for pid in pids:
         n = 0
         try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
+            names = os.listdir(f"/proc/{pid}/fd")
+            fds = max(fds, len(names))
+            for fd in names:
                 with contextlib.suppress(OSError):
                     n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -105,7 +116,7 @@ def sample(pids: list[int]) -> tuple[int, int]:
         except OSError:
             continue
         socks = max(socks, n)
-    return socks, rss
+    return fds, socks, rss
 
 
 def children(pid: int) -> list[int]:
@@ -124,9 +135,9 @@ def pg_database(name: str) -> str:
     return PG_SERVER.rsplit("/", 1)[0] + "/" + name
 
 
-def finished_times(queue: str, workdir: Path) -> tuple[list[float], list[float]]:
-    """finished_at of every done request, and of the done home pages (depth 0)."""
-    sql = "SELECT finished_at, depth FROM requests WHERE state = 'done'"
+def finished_times(queue: str, workdir: Path) -> tuple[list[float], list[float], list[float]]:
+    """finished_at of every done request, of the done home pages (depth 0), of the dead ones."""
+    sql = "SELECT finished_at, depth, state FROM requests WHERE state IN ('done', 'dead')"
     if queue.startswith("postgresql"):
         import psycopg
 
@@ -137,46 +148,41 @@ def finished_times(queue: str, workdir: Path) -> tuple[list[float], list[float]]
 
         with sqlite3.connect(workdir / ".crawlfleet" / "queue.db") as db:
             rows = db.execute(sql).fetchall()
-    return [r[0] for r in rows], [r[0] for r in rows if r[1] == 0]
+    done = [r for r in rows if r[2] == "done"]
+    dead = [r[0] for r in rows if r[2] == "dead" and r[0] is not None]
+    return [r[0] for r in done], [r[0] for r in done if r[1] == 0], dead
 
 
-def scrapy_times(workdir: Path) -> tuple[list[float], list[float]]:
-    """The time of every page Scrapy parsed, and of the home pages (depth 0)."""
-    path = workdir / "pages.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [r["t"] for r in rows], [r["t"] for r in rows if r["depth"] == 0]
-
-
-def run(label: str, site: dict[str, Any], give_up: float) -> dict[str, Any]:
-    backend, _, workers = label.partition("-")
+def run(
+    label: str, site: dict[str, Any], give_up: float, host_give_up: float | None
+) -> dict[str, Any]:
+    if label == "scrapy":
+        return run_scrapy(site)
+    backend, workers = label.split("-")
     work = Path(tempfile.mkdtemp(prefix=f"broad-{label}-"))
     seeds = [f"http://{h}:{site['port']}/" for h in [*site["live"], *site["dead"]]]
-    queue = "sqlite"
-    if backend == "scrapy":
-        (work / "broad.py").write_text(SCRAPY_SPIDER.format(start_urls=seeds))
-        args = [sys.executable, "-m", "scrapy", "runspider", "broad.py"]
-    else:
-        (work / "broad.py").write_text(SPIDER.format(start_urls=seeds))
-        (work / "crawlfleet.toml").write_text(TOML.format(give_up=give_up))
-        if backend == "postgres":
-            queue = pg_database(f"bench_broad_{os.getpid()}")
-        args = [sys.executable, "-m", "crawlfleet", "crawl", "broad.py", "--workers", workers]
-        if backend == "postgres":
-            args += ["--queue", queue]
+    (work / "broad.py").write_text(SPIDER.format(start_urls=seeds))
+    toml = TOML.format(give_up=give_up)
+    if host_give_up is not None:
+        toml += HOST_TOML.format(host_give_up=host_give_up)
+    (work / "crawlfleet.toml").write_text(toml)
+    queue = pg_database(f"bench_broad_{os.getpid()}") if backend == "postgres" else "sqlite"
+    args = [sys.executable, "-m", "crawlfleet", "crawl", "broad.py", "--workers", workers]
+    if backend == "postgres":
+        args += ["--queue", queue]
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
     started = time.time()
     log = (work / "crawl.log").open("w")
     proc = subprocess.Popen(args, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
-    socks = rss = 0
+    fds = socks = rss = 0
     while proc.poll() is None:
-        # one worker in the crawl's own process (no child), or Scrapy: that process is sampled
-        workers_now = [] if backend == "scrapy" else children(proc.pid)
-        s, r = sample(workers_now or [proc.pid])
-        socks, rss = max(socks, s), max(rss, r)
+        # one worker runs in the crawl's own process (no child): then that process is sampled
+        f, s, r = sample(children(proc.pid) or [proc.pid])
+        fds, socks, rss = max(fds, f), max(socks, s), max(rss, r)
         time.sleep(0.1)
     ended = time.time()
     log.close()
-    done, homes = scrapy_times(work) if backend == "scrapy" else finished_times(queue, work)
+    done, homes, dead = finished_times(queue, work)
     last = max(done) if done else started
     windows: dict[int, int] = {}
     for t in done:
@@ -189,15 +195,72 @@ def run(label: str, site: dict[str, Any], give_up: float) -> dict[str, Any]:
         "last_page_s": round(last - started, 1),
         "end_s": round(ended - started, 1),
         "end_after_last_s": round(ended - last, 1),
+        "dead": len(dead),
+        "last_dead_s": round(max(dead) - started, 1) if dead else None,
         "homes": len(homes),
         "homes_after_5s": sum(1 for t in homes if t - started > 5),
         "homes_after_20s": sum(1 for t in homes if t - started > 20),
         "last_home_s": round(max(homes) - started, 1) if homes else None,
         "pages_per_s": round(len(done) / max(last - started, 1e-9)),
         "per_5s": [windows.get(i, 0) // 5 for i in range(max(windows, default=-1) + 1)],
+        "peak_fds_per_worker": fds,
         "peak_sockets_per_worker": socks,
         "peak_rss_mb_per_worker": round(rss / 1024),
     }
+
+
+def run_scrapy(site: dict[str, Any]) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="broad-scrapy-"))
+    seeds = [f"http://{h}:{site['port']}/" for h in [*site["live"], *site["dead"]]]
+    (work / "broad.py").write_text(SCRAPY_SPIDER.format(start_urls=seeds))
+    args = [sys.executable, "-m", "scrapy", "runspider", "broad.py"]  # FEEDS: pages.jsonl
+    started = time.time()
+    log = (work / "scrapy.log").open("w")
+    proc = subprocess.Popen(args, cwd=work, stdout=log, stderr=subprocess.STDOUT)
+    fds = socks = rss = 0
+    while proc.poll() is None:
+        f, s, r = sample([proc.pid])
+        fds, socks, rss = max(fds, f), max(socks, s), max(rss, r)
+        time.sleep(0.1)
+    ended = time.time()
+    log.close()
+    rows = [json.loads(line) for line in (work / "pages.jsonl").read_text().splitlines()]
+    done = [r["t"] for r in rows]
+    last = max(done) if done else started
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "run": "scrapy",
+        "exit": proc.returncode,
+        "pages": len(done),
+        "last_page_s": round(last - started, 1),
+        "end_s": round(ended - started, 1),
+        "end_after_last_s": round(ended - last, 1),
+        "last_home_s": round(max(r["t"] for r in rows if r["depth"] == 0) - started, 1)
+        if rows
+        else None,
+        "pages_per_s": round(len(done) / max(last - started, 1e-9)),
+        "peak_fds_per_worker": fds,
+        "peak_sockets_per_worker": socks,
+        "peak_rss_mb_per_worker": round(rss / 1024),
+    }
+
+
+def compare(last: dict[str, list[float]]) -> dict[str, Any]:
+    """PostgreSQL's time to the last page over SQLite's with as many workers (the median of
+    each label's runs), and over one SQLite worker's; one SQLite worker's over Scrapy's."""
+    median = {label: statistics.median(times) for label, times in last.items()}
+    ratios: dict[str, Any] = {}
+    for label, seconds in median.items():
+        backend, _, workers = label.partition("-")
+        if backend != "postgres":
+            continue
+        if f"sqlite-{workers}" in median:
+            ratios[f"pg_vs_sqlite_w{workers}"] = round(seconds / median[f"sqlite-{workers}"], 2)
+        if workers != "1" and "sqlite-1" in median:
+            ratios[f"pg_w{workers}_vs_sqlite_w1"] = round(seconds / median["sqlite-1"], 2)
+    if "scrapy" in median and "sqlite-1" in median:
+        ratios["sqlite_w1_vs_scrapy"] = round(median["sqlite-1"] / median["scrapy"], 2)
+    return ratios
 
 
 def main() -> None:
@@ -206,12 +269,19 @@ def main() -> None:
     parser.add_argument("--dead", type=int, default=40)
     parser.add_argument("--slow", type=float, default=3.0)
     parser.add_argument("--robots-give-up", type=float, default=5.0)
+    parser.add_argument(
+        "--host-give-up", type=float, default=None, help="[pacing] host_give_up (default: 30)"
+    )
     parser.add_argument("--runs", default="sqlite-1,sqlite-2,postgres-2")
     args = parser.parse_args()
     server, site = serve(args.hosts, args.dead, args.slow)
     try:
+        last: dict[str, list[float]] = {}
         for label in args.runs.split(","):
-            print(json.dumps(run(label, site, args.robots_give_up)), flush=True)
+            result = run(label, site, args.robots_give_up, args.host_give_up)
+            last.setdefault(label, []).append(result["last_page_s"])
+            print(json.dumps(result), flush=True)
+        print(json.dumps(compare(last)), flush=True)
     finally:
         server.terminate()
         server.wait(10)

@@ -465,3 +465,17 @@ async def test_robots_files__one_origins_file_shared_with_its_age(
     assert await frontier.robots_file("http://a.test") == ("allow_all", "", pytest.approx(0))
     assert await frontier.robots_file("http://b.test:8080") == ("allow_all", "", pytest.approx(30))
     assert await frontier.robots_file("http://b.test") is None, "an origin is scheme, host, port"
+
+
+async def test_host_down__one_clock_for_the_fleet_restarted_after_a_quiet_window(
+    frontier: Frontier, clock: FakeClock
+) -> None:
+    assert await frontier.host_down("http://a.test", 10) == (pytest.approx(0), 1)
+    clock.advance(4)
+    assert await frontier.host_down("http://a.test", 10) == (pytest.approx(4), 2), "another worker"
+    assert await frontier.host_down("http://b.test", 10) == (pytest.approx(0), 1)
+    clock.advance(8)
+    assert await frontier.host_down("http://a.test", 10) == (pytest.approx(12), 3)
+    clock.advance(11)  # not found down for longer than the window: counted again
+    assert await frontier.host_down("http://a.test", 10) == (pytest.approx(0), 1)
+    assert await frontier.host_down("http://b.test", 30) == (pytest.approx(19), 2)

@@ -127,7 +127,8 @@ def workers_of(pid: int) -> list[int]:
 
 @pytest.fixture
 async def many_hosts() -> AsyncIterator[BroadSite]:
-    site, stop = await start_broad(300, dead=10, slow=0.5)
+    # robots.txt: ok, 404, 500, slow, deny, redirected, huge; pages answering slowly
+    site, stop = await start_broad(300, dead=10, slow=0.5, quirks=True)
     try:
         yield site
     finally:
@@ -176,8 +177,10 @@ async def test_broad_crawl__every_allowed_page_once_sockets_bounded_dead_hosts_e
     after_last = ended_at - site.last_page_at
     assert 0 < after_last < 10, f"the crawl ended {after_last:.1f}s after its last page"
 
-    # every page robots.txt allows, once; none of a host whose robots.txt answers 500
+    # every page robots.txt allows, once; none it disallows (a redirected robots.txt, the part
+    # of a huge one read), none of a host whose robots.txt answers 500
     assert site.pages_hit() == dict.fromkeys(site.expected(), 1)
+    assert {site.kind(h) for h, _ in site.expected()} >= {"redirect", "huge", "lagging", "slow"}
     dead = dead_letters(tmp_path)
     down = {site.url(h) for h in site.dead}
     unavailable = {site.url(h) for h in site.live if site.kind(h) == "500"}

@@ -298,3 +298,35 @@ async def test_an_unreachable_robots_txt_is_not_shared(
     assert hostile_site.hits["/robots.txt"] == 2
     await one.close()
     await two.close()
+
+
+async def test_a_dead_host_is_given_up_on_the_fleets_clock(
+    fetcher: HttpFetcher, clock: Clock, store: SQLiteFrontier
+) -> None:
+    from crawlfleet.fetch.robots import RobotsGate
+
+    dead = "http://127.0.0.1:9/page"  # nothing listens on port 9: refused
+
+    def worker() -> tuple[RobotsCache, RobotsGate]:
+        cache = RobotsCache(
+            fetcher, user_agent=UA, clock=clock, shared=store, down_recheck=3, down_give_up=10
+        )
+        gate = RobotsGate(cache, store, recheck=60, down_recheck=3, down_give_up=10)
+        return cache, gate
+
+    (one, gate_one), (two, gate_two) = worker(), worker()
+    assert not await one.allowed(dead)
+    assert one.host_down(dead) and one.down_tries(dead) == 1
+    clock.advance(4)
+    # the second worker meets the host later: its count is the fleet's, not its own
+    assert not await two.allowed(dead)
+    assert two.unreachable_for(dead) == pytest.approx(4)
+    assert two.down_tries(dead) == 2
+    assert gate_two.recheck_for(dead) == 3  # a try more to make before any give-up
+    clock.advance(4)
+    assert not await one.allowed(dead)  # its entry expired (3 s): tried again
+    assert one.down_tries(dead) == 3
+    # the give-up (10 s) is 2 s away: the request comes back then, not a recheck (3 s) later
+    assert gate_one.recheck_for(dead) == pytest.approx(2)
+    for gate in (gate_one, gate_two):
+        await gate.close()

@@ -14,6 +14,16 @@ slow  answers after ``slow`` seconds, allows everything
 deny  ``Disallow: /private/``
 ====  ==============================================================================
 
+With ``quirks`` (the integration test's), more kinds among them:
+
+========  ==========================================================================
+kind      robots.txt / pages
+========  ==========================================================================
+redirect  robots.txt redirects (twice) to a file with ``Disallow: /private/``
+huge      ``Disallow: /b`` then 600 kB of comments (past the 500 kB a crawler reads)
+lagging   robots.txt allows everything; every page answers after ``slow`` seconds
+========  ==========================================================================
+
 Each host serves ``/`` (links to ``/a``, ``/b`` and ``/private/c``), ``/a``, ``/b`` and
 ``/private/c``. Dead hosts are addresses of ``127.2.x.y`` nothing listens on: connecting is
 refused. ``site.hits[(address, path)]`` counts the requests.
@@ -36,7 +46,10 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 KINDS = ("ok", "404", "ok", "500", "ok", "slow", "ok", "deny", "ok", "404")
+QUIRKS = (*KINDS, "redirect", "huge", "lagging")
 PAGES = ("/", "/a", "/b", "/private/c")
+#: what a crawl that obeys robots.txt skips, per kind (all of a ``500`` host)
+DISALLOWED = {"deny": ("/private/",), "redirect": ("/private/",), "huge": ("/b",)}
 
 
 def address(i: int, net: int = 1) -> str:
@@ -49,13 +62,16 @@ class BroadSite:
     live: list[str]
     dead: list[str]
     slow: float = 0.5
+    kinds: tuple[str, ...] = KINDS
     port: int = 0
     hits: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: time.monotonic() of the last page served (robots.txt files not counted)
     last_page_at: float = 0.0
 
     def kind(self, host: str) -> str:
-        return KINDS[self.live.index(host) % len(KINDS)] if host in self.live else "dead"
+        if host not in self.live:
+            return "dead"
+        return self.kinds[self.live.index(host) % len(self.kinds)]
 
     def url(self, host: str, path: str = "/") -> str:
         return f"http://{host}:{self.port}{path}"
@@ -70,11 +86,12 @@ class BroadSite:
         for host in self.live:
             kind = self.kind(host)
             if kind != "500":
-                out |= {(host, p) for p in PAGES if kind != "deny" or not p.startswith("/private")}
+                skip = DISALLOWED.get(kind, ())
+                out |= {(host, p) for p in PAGES if not p.startswith(skip)}
         return out
 
     def pages_hit(self) -> Counter[tuple[str, str]]:
-        return Counter({k: n for k, n in self.hits.items() if k[1] != "/robots.txt"})
+        return Counter({k: n for k, n in self.hits.items() if not k[1].startswith("/robots")})
 
 
 SITE_KEY = web.AppKey("site", BroadSite)
@@ -95,13 +112,29 @@ async def _robots(request: web.Request) -> web.Response:
             await asyncio.sleep(site.slow)
         case "deny":
             return web.Response(text="User-agent: *\nDisallow: /private/\n")
+        case "redirect":
+            raise web.HTTPFound("/robots-moved.txt")
+        case "huge":
+            return web.Response(text="User-agent: *\nDisallow: /b\n" + _PADDING)
     return web.Response(text="User-agent: *\nDisallow:\n")
+
+
+_PADDING = "# a robots.txt larger than a crawler reads\n" * 15_000
+
+
+async def _robots_moved(request: web.Request) -> web.Response:
+    """Where a ``redirect`` host's robots.txt points: one hop more, then the file."""
+    if request.path == "/robots-moved.txt":
+        raise web.HTTPMovedPermanently("/robots-final.txt")
+    return web.Response(text="User-agent: *\nDisallow: /private/\n")
 
 
 async def _page(request: web.Request) -> web.Response:
     site = request.app[SITE_KEY]
     host = _host(request)
     site.hits[(host, request.path)] += 1
+    if site.kind(host) == "lagging":
+        await asyncio.sleep(site.slow)
     site.last_page_at = time.monotonic()
     if request.path not in PAGES:
         raise web.HTTPNotFound()
@@ -115,14 +148,17 @@ def _host(request: web.Request) -> str:
 
 
 async def start_broad(
-    hosts: int, dead: int = 0, slow: float = 0.5
+    hosts: int, dead: int = 0, slow: float = 0.5, quirks: bool = False
 ) -> tuple[BroadSite, Callable[[], Awaitable[None]]]:
     """Serve ``hosts`` live hosts (and name ``dead`` dead ones); returns the site and ``stop``."""
     site = BroadSite([address(i) for i in range(hosts)], [address(i, 2) for i in range(dead)])
     site.slow = slow
+    site.kinds = QUIRKS if quirks else KINDS
     app = web.Application()
     app[SITE_KEY] = site
     app.router.add_get("/robots.txt", _robots)
+    app.router.add_get("/robots-moved.txt", _robots_moved)
+    app.router.add_get("/robots-final.txt", _robots_moved)
     app.router.add_get("/{tail:.*}", _page)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
     await runner.setup()

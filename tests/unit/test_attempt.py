@@ -707,11 +707,15 @@ async def test_robots_gate__a_host_refusing_connections_ends_dead_after_its_shor
         assert isinstance(first, Failure) and first.dead_reason is None
         assert first.retry_at == clock() + 5.0  # the host's recheck, not robots_recheck (60)
         assert not first.count_attempt
-        clock.advance(31.0)
+        clock.advance(31.0)  # past the give-up (30), but tried twice only: a third try
+        second = await h.run("/p/1")
+        assert isinstance(second, Failure) and second.dead_reason is None
+        assert second.retry_at == clock() + 5.0
+        clock.advance(5.0)
         last = await h.run("/p/1")
         assert isinstance(last, Failure) and last.dead_reason is DeadReason.HOST_UNREACHABLE
         assert "connection refused" in last.error
-        assert len(h.fetcher.calls) == 2  # robots.txt twice, the page never
+        assert len(h.fetcher.calls) == 3  # robots.txt three times, the page never
     finally:
         h.job.warc.close()
 

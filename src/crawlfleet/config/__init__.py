@@ -52,7 +52,7 @@ optional; an unknown key or section is an error that names the nearest known one
     robots_recheck = 60.0     # seconds a host waits while its robots.txt is unreachable (5xx)
     robots_give_up = 120.0    # ... and after which its requests end dead(robots_unavailable)
     host_recheck = 2.5        # a host refusing connections (or no DNS name) is tried again ...
-    host_give_up = 10.0       # ... until this, then its requests end dead(host_unreachable)
+    host_give_up = 10.0       # ... until this (3 tries at least): then dead(host_unreachable)
 
     [traps]                   # trap guards (a spider's own attributes take precedence)
     max_depth = 50            # links from a seed (false: no limit, for any guard)

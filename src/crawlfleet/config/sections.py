@@ -43,8 +43,9 @@ ROBOTS_GIVE_UP: Final = 120.0
 #: seconds between two tries of a host that cannot be connected to at all: refused, no DNS
 #: name, no connection in time (``[pacing] host_recheck``) ...
 HOST_RECHECK: Final = 2.5
-#: ... and after which its requests end ``dead(host_unreachable)`` (``[pacing] host_give_up``):
-#: five tries over ten seconds, so a broad crawl's end follows its last page by seconds (a dead
+#: ... and after which its requests end ``dead(host_unreachable)`` (``[pacing] host_give_up``),
+#: counted from the fleet's first failure, once tried three times at least (a connect that
+#: times out may be a busy host): a broad crawl's end follows its last page by seconds (a dead
 #: seed holds the crawl's end this long after its first try), not half a minute
 HOST_GIVE_UP: Final = 10.0
 
@@ -114,7 +115,7 @@ class WorkerSettings:
 
     concurrency: int = 64
     #: most idle keep-alive connections a worker keeps open (its sockets: concurrency + this)
-    max_idle_connections: int = 32
+    max_idle_connections: int = 16
     lease_ttl: float = 60.0
     lease_batch: int = 100
     fetch_timeout: float = 30.0

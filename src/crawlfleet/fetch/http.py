@@ -108,7 +108,7 @@ class FetchSettings:
     user_agent: str = DEFAULT_USER_AGENT
     concurrency: int = 64
     """Connection pool size: most connections in use at once."""
-    max_idle_connections: int = 32
+    max_idle_connections: int = 16
     """Most idle keep-alive connections kept open, the most recently used (see
     :mod:`crawlfleet.fetch.connector`): the pool's sockets are at most ``concurrency`` + this."""
     per_host_connections: int = 0

@@ -20,7 +20,11 @@ end ``dead(robots_unavailable)``, replayable once the site is back.
 A host that cannot be connected to at all (connection refused, no DNS name, no connection
 within the connect timeout: :class:`~crawlfleet.errors.HostUnreachable`) is not a robots.txt
 that may come back in a while: it is tried again every ``down_recheck`` seconds, and its
-requests end ``dead(host_unreachable)`` after ``down_give_up`` seconds (seconds, not minutes).
+requests end ``dead(host_unreachable)`` once it has been down ``down_give_up`` seconds
+(seconds, not minutes) and ``HOST_MIN_TRIES`` connects, counted from the fleet's first failure
+to connect (the store's :meth:`~crawlfleet.frontier.ports.Pacing.host_down`; this worker's own
+when the store does not answer): every worker gives the host up at the same time, and its
+requests come back on the give-up, not up to a recheck past it.
 A fetch the worker itself could not make (out of file descriptors:
 :class:`~crawlfleet.errors.LocalResourceError`) says nothing of the host: nothing is cached,
 the request is tried again soon, and no clock of the host starts.
@@ -77,16 +81,24 @@ LOCAL: Final = "local"
 DEFAULT_MAX_SIZE = 500 * 1024
 #: most seconds a robots.txt lookup or save waits for the shared store before doing without
 SHARED_WAIT = 5.0
+#: seconds: the shortest wait of a request whose host is down (its give-up is that close)
+MIN_RECHECK = 0.1
+#: failed connects in a row (every worker's) before a host is given up, whatever the time:
+#: a host whose connects time out (down, or too busy to accept) is tried more than once
+HOST_MIN_TRIES = 3
 
 log = logging.getLogger("crawlfleet.robots")
 
 
 class SharedRobots(Protocol):
-    """Where the fleet shares robots.txt files (the store's Pacing port has these two)."""
+    """Where the fleet shares robots.txt files and hosts found down (the store's Pacing
+    port has these)."""
 
     async def robots_file(self, origin: str) -> tuple[str, str, float] | None: ...
 
     async def save_robots_file(self, origin: str, state: str, text: str) -> None: ...
+
+    async def host_down(self, origin: str, window: float) -> tuple[float, int]: ...
 
 
 @dataclass(slots=True)
@@ -116,6 +128,7 @@ class RobotsCache:
         ttl: float = 86400.0,
         error_recheck: float = 60.0,
         down_recheck: float = 5.0,
+        down_give_up: float = 30.0,
         max_size: int = DEFAULT_MAX_SIZE,
         clock: Callable[[], float] = time.monotonic,
         max_hosts: int = 10_000,
@@ -130,6 +143,8 @@ class RobotsCache:
         self._ttl = ttl
         self._error_recheck = error_recheck
         self._down_recheck = down_recheck
+        #: a host not found down for this long since it last was starts its count again
+        self._down_window = max(down_give_up, 3 * down_recheck)
         self._max_size = max_size
         self._clock = clock
         self._max_hosts = max_hosts
@@ -140,6 +155,8 @@ class RobotsCache:
         self._failing_since: dict[str, float] = {}
         #: per origin: why its robots.txt could not be read, the last time it could not
         self._why: dict[str, str] = {}
+        #: per origin found down: its failed connects in a row (the fleet's, when it answers)
+        self._down_tries: dict[str, int] = {}
 
     async def allowed(self, url: str) -> bool:
         """True if robots.txt lets our user agent fetch ``url``."""
@@ -211,6 +228,10 @@ class RobotsCache:
         (``HTTP 503``, ``address refused: ...``; ``""`` when it could)."""
         return self._why.get(_origin(URL(url)), "")
 
+    def down_tries(self, url: str) -> int:
+        """Failed connects in a row to ``url``'s host (the fleet's; 0 when it is not down)."""
+        return self._down_tries.get(_origin(URL(url)), 0) if self.host_down(url) else 0
+
     def unreachable_for(self, url: str) -> float:
         """Seconds the robots.txt of ``url``'s origin has been unreachable, from its first failed
         fetch of the failures in a row (0 when it is not unreachable)."""
@@ -252,11 +273,18 @@ class RobotsCache:
             if len(self._failing_since) >= self._max_hosts:
                 self._failing_since.clear()
                 self._why.clear()
-            self._failing_since.setdefault(origin, started)
+                self._down_tries.clear()
+            since = self._failing_since.setdefault(origin, started)
+            if entry.down:
+                tries = self._down_tries.get(origin, 0) + 1
+                fleet_since, fleet_tries = await self._fleet_down(origin, started, tries)
+                self._failing_since[origin] = min(since, fleet_since)
+                self._down_tries[origin] = max(tries, fleet_tries)
             self._why[origin] = entry.why
         else:
             self._failing_since.pop(origin, None)
             self._why.pop(origin, None)
+            self._down_tries.pop(origin, None)
         self._entries[origin] = entry
         self._entries.move_to_end(origin)
         while len(self._entries) > self._max_hosts:
@@ -285,6 +313,20 @@ class RobotsCache:
         state, text, age = row
         rules = parse_robots(text, self._user_agent) if state == OK else None
         return self._expiring(state, rules, self._ttl - max(0.0, age))
+
+    async def _fleet_down(self, origin: str, started: float, tries: int) -> tuple[float, int]:
+        """When the fleet first failed to connect to ``origin`` of the failures in a row (on
+        this cache's clock), and how many there were: told to the store; ``started`` and
+        this worker's ``tries`` when the store does not answer."""
+        if self._shared is None:
+            return started, tries
+        try:
+            async with asyncio.timeout(SHARED_WAIT):
+                down_for, fleet_tries = await self._shared.host_down(origin, self._down_window)
+        except (StoreError, TimeoutError) as exc:
+            log.debug("host %s down: not told to the store: %s", origin, exc)
+            return started, tries
+        return self._clock() - max(0.0, down_for), fleet_tries
 
     async def _share(self, origin: str, state: str, text: str) -> None:
         if self._shared is None:
@@ -400,6 +442,7 @@ class RobotsGate:
         give_up: float | None = None,
         down_recheck: float = 5.0,
         down_give_up: float = 30.0,
+        down_tries: int = HOST_MIN_TRIES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
@@ -408,6 +451,7 @@ class RobotsGate:
         self.give_up = give_up
         self.down_recheck = down_recheck
         self.down_give_up = down_give_up
+        self.down_tries = down_tries
         self._clock = clock
         #: per domain: when the store was told its robots.txt Crawl-delay, and the delay
         self._told: dict[str, asyncio.Future[tuple[float, float]]] = {}
@@ -422,8 +466,7 @@ class RobotsGate:
             if state != UNREACHABLE:
                 return Gate.DISALLOW
             if self.cache.host_down(lease.url):
-                down_for = self.cache.unreachable_for(lease.url)
-                return Gate.HOST_DOWN if down_for >= self.down_give_up else Gate.UNREACHABLE
+                return Gate.HOST_DOWN if self._host_given_up(lease.url) else Gate.UNREACHABLE
             return Gate.UNAVAILABLE if self._given_up(lease.url) else Gate.UNREACHABLE
         told = self._told.get(lease.domain)
         if told is None:
@@ -450,12 +493,26 @@ class RobotsGate:
 
     def recheck_for(self, url: str) -> float:
         """Seconds a request of ``url``'s host waits before its robots.txt is tried again:
-        short for a host that cannot be connected to, ``recheck`` for one answering 5xx."""
-        return self.down_recheck if self.cache.host_down(url) else self.recheck
+        short for a host that cannot be connected to (no later than its give-up), ``recheck``
+        for one answering 5xx."""
+        if not self.cache.host_down(url):
+            return self.recheck
+        if self.cache.down_tries(url) < self.down_tries:
+            return self.down_recheck  # tries to make before any give-up
+        # the request comes back on the give-up, not up to a recheck past it
+        left = self.down_give_up - self.cache.unreachable_for(url)
+        return max(MIN_RECHECK, min(self.down_recheck, left))
 
     def why(self, url: str) -> str:
         """Why ``url``'s robots.txt cannot be read now (``HTTP 503``, ``AddressRefused: ...``)."""
         return self.cache.why_unreachable(url) or "no answer"
+
+    def _host_given_up(self, url: str) -> bool:
+        """A host down for ``down_give_up`` seconds and ``down_tries`` connects, the fleet's."""
+        return (
+            self.cache.unreachable_for(url) >= self.down_give_up
+            and self.cache.down_tries(url) >= self.down_tries
+        )
 
     def _given_up(self, url: str) -> bool:
         return self.give_up is not None and self.cache.unreachable_for(url) >= self.give_up

@@ -428,6 +428,13 @@ class Pacing(Protocol):
         ``allow_all``: none to read), fetched now."""
         ...
 
+    async def host_down(self, origin: str, window: float) -> tuple[float, int]:
+        """A worker could not connect to ``origin`` now: seconds the fleet has found it so,
+        from the first failure of those in a row (0 for the first), and how many failures
+        (every worker's; 1 for the first). A failure more than ``window`` seconds after the one
+        before starts both again."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ProfileRow:

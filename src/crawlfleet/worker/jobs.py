@@ -199,6 +199,7 @@ class JobContexts:
                 user_agent=s.user_agent,
                 error_recheck=s.robots_recheck,
                 down_recheck=s.host_recheck,
+                down_give_up=s.host_give_up,
                 climb=climb,
                 shared=self.store,  # one fetch of a host's robots.txt for the whole fleet
             )

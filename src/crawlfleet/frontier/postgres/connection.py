@@ -68,6 +68,7 @@ STORE_TABLES: Final = (
     "budgets",
     "content",
     "domains",
+    "hosts_down",
     "jobs",
     "lanes",
     "outbox",

@@ -100,6 +100,11 @@ class PostgresFrontier(PostgresQueue, PostgresRuns, PostgresOutbox, SqlInsights)
         now = self.clock()
         await self._run(lambda c: c.execute(Q["save_robots_file"], origin, state, text, now))
 
+    async def host_down(self, origin: str, window: float) -> tuple[float, int]:
+        now = self.clock()
+        row = await self._run(lambda c: c.fetchrow(Q["host_down"], origin, now, window))
+        return float(row[0]), int(row[1])
+
     async def domain_state(self, domain: str) -> DomainState | None:
         lanes = await self.lanes(domain)
         return lanes[0] if lanes else None

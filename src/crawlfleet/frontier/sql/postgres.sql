@@ -1805,3 +1805,26 @@ SELECT state, body, $2 - fetched_at FROM robots_files WHERE origin = $1;
 INSERT INTO robots_files (origin, state, body, fetched_at) VALUES ($1, $2, $3, $4)
 ON CONFLICT (origin) DO UPDATE SET
     state = excluded.state, body = excluded.body, fetched_at = excluded.fetched_at;
+
+-- name: migration_0046_hosts_down
+-- Schema version 46: the hosts no worker of the fleet could connect to (refused, no DNS name,
+-- no connection in time), and since when: the give-up of a dead host (pacing.host_give_up) is
+-- counted from the fleet's first failure, not from each worker's, so a host's requests end
+-- dead(host_unreachable) on one clock whichever worker holds them. since: the first failure
+-- of those in a row; seen: the latest; tries: how many (every worker's). A host not seen down for a while (the caller's window)
+-- starts again. The store's clock.
+CREATE TABLE hosts_down (
+    origin text PRIMARY KEY,
+    since  double precision NOT NULL,
+    seen   double precision NOT NULL,
+    tries  integer NOT NULL DEFAULT 1
+);
+
+-- name: host_down
+-- a worker could not connect to the origin now: its seconds down for the fleet, and its tries
+INSERT INTO hosts_down (origin, since, seen, tries) VALUES ($1, $2, $2, 1)
+ON CONFLICT (origin) DO UPDATE SET
+    since = CASE WHEN $2 - hosts_down.seen > $3 THEN $2 ELSE hosts_down.since END,
+    tries = CASE WHEN $2 - hosts_down.seen > $3 THEN 1 ELSE hosts_down.tries + 1 END,
+    seen = greatest(hosts_down.seen, $2)
+RETURNING $2 - since, tries;

@@ -111,6 +111,11 @@ class SQLiteFrontier(SQLiteQueue, SQLiteRuns, SQLiteOutbox, SqlInsights):
         args = (origin, state, text, self.clock())
         await self._run(self._write(lambda db: db.execute(Q["save_robots_file"], args)))
 
+    async def host_down(self, origin: str, window: float) -> tuple[float, int]:
+        args = (origin, self.clock(), window)
+        row = await self._run(self._write(lambda db: db.execute(Q["host_down"], args).fetchone()))
+        return float(row[0]), int(row[1])
+
     async def domain_state(self, domain: str) -> DomainState | None:
         lanes = await self.lanes(domain)
         return lanes[0] if lanes else None
