@@ -192,7 +192,9 @@ REASONS: Final[frozenset[str]] = frozenset(
 )
 
 # Visible text: what is left without script-like blocks and comments, tags, entities and
-# whitespace. Each pattern starts with one literal byte, which sre scans for at C speed.
+# whitespace. Each pattern starts with one literal byte, which sre scans for at C speed. The
+# first searches on from every opener without a closer: _without_hidden_blocks uses it only
+# on markup whose every opener has a closer after it.
 _HIDDEN_BLOCKS: Final = re.compile(
     rb"<(script|style|noscript|template|svg)\b.*?</\1\s*>|<!--.*?-->", re.DOTALL | re.IGNORECASE
 )
@@ -311,7 +313,7 @@ def visible_text_length(html: bytes, *, stop_at: int | None = None) -> int:
 
 
 def _text_length(html: bytes) -> int:
-    text = _TAGS.sub(b" ", _HIDDEN_BLOCKS.sub(b" ", html))
+    text = _without_tags(_without_hidden_blocks(html))
     if b"&" in text:
         text = _ENTITIES.sub(b" ", text)
     return len(text.translate(None, b" \t\n\r\f\v"))
@@ -324,6 +326,62 @@ _CLOSERS: Final = {
     for tag in (b"script", b"style", b"noscript", b"template", b"svg")
 }
 _COMMENT_END: Final = re.compile(rb"-->")
+
+
+def _without_tags(html: bytes) -> bytes:
+    """``_TAGS.sub(b" ", html)`` in linear time: past the last ``>`` no tag can match, and the
+    pattern would search to the end from every ``<`` there (``<svg a`` 10,000 times: 0.2 s)."""
+    last = html.rfind(b">")
+    if last < 0:
+        return html
+    return _TAGS.sub(b" ", html[: last + 1]) + html[last + 1 :]
+
+
+def _without_hidden_blocks(html: bytes) -> bytes:
+    """``html`` with its script-like blocks and comments each made one space: what
+    ``_HIDDEN_BLOCKS.sub(b" ", html)`` gives, in linear time. The pattern searches to the end
+    of the page from every opener without a closer (``<script>x`` 7,000 times: seconds a
+    page), so it runs only where each kind's last opener has a closer after it; elsewhere a
+    kind of block whose closer was not found after one opener is not looked for again, as no
+    later opener of that kind can find one either."""
+    if b"<" not in html:
+        return html
+    if _every_opener_closed(html):
+        return _HIDDEN_BLOCKS.sub(b" ", html)  # one pass in C: 1,000 scripts, 0.3 ms
+    parts: list[bytes] = []
+    unclosed: set[bytes | None] = set()  # kinds with no closer after an opener seen
+    pos = start = 0
+    while (opened := _OPENERS.search(html, pos)) is not None:
+        tag = opened.group(1)
+        kind = None if tag is None else tag.lower()
+        pos = opened.end()
+        if kind in unclosed:
+            continue
+        closer = _COMMENT_END if kind is None else _CLOSERS[kind]
+        closed = closer.search(html, pos)
+        if closed is None:
+            unclosed.add(kind)
+            continue
+        parts += (html[start : opened.start()], b" ")
+        pos = start = closed.end()
+    if not parts:
+        return html
+    parts.append(html[start:])
+    return b"".join(parts)
+
+
+def _every_opener_closed(html: bytes) -> bool:
+    """Whether each kind's last opener (or what may be one) has a closer of its kind after it."""
+    lower = html.lower()
+    for kind, closer in _CLOSERS.items():
+        opened = lower.rfind(b"<" + kind)
+        if opened < 0:
+            continue
+        closed = lower.rfind(b"</" + kind)
+        if closed < opened or closer.match(html, closed) is None:
+            return False  # none, or one that may not be a closer: the linear scan decides
+    opened = lower.rfind(b"<!--")
+    return opened < 0 or lower.rfind(b"-->") >= opened + 4
 
 
 def _past_open_block(html: bytes, start: int, end: int) -> int:
