@@ -150,6 +150,10 @@ class CurlPool:
         return handles.pop() if handles else Curl(cacert=self._cacert or "")
 
     def _release(self, profile: str, handle: Any) -> None:
+        # curl_cffi appends to a handle's header and resolve lists on every setopt and frees
+        # them only after its own perform, never after the multi handle's: without this, a
+        # reused handle sent every header of the requests before it (another session's Cookie)
+        handle.clean_handles_and_buffers()
         handle.reset()
         handles = self._free.setdefault(profile, [])
         if len(handles) < _KEEP:
