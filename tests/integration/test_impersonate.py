@@ -177,7 +177,8 @@ async def test_the_http_fetchers_limits_hold(ca: LocalCA) -> None:
             assert json.loads(result.body).get("Cookie") == "sid=s3cret"  # the hop's cookie
             assert result.redirects == [base + "/login"]
             for n in range(3):  # a reused handle sends this request's headers, no others'
-                sent = json.loads((await client.fetch(base + "/echo", headers={"X-N": str(n)})).body)
+                echoed = await client.fetch(base + "/echo", headers={"X-N": str(n)})
+                sent = json.loads(echoed.body)
                 assert sent.get("X-N") == str(n), sent
             assert (await client.fetch(base + "/echo", method="HEAD")).body == b""
             alone = json.loads((await client.fetch(base + "/echo")).body)  # a GET after a HEAD
