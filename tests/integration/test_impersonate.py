@@ -176,6 +176,13 @@ async def test_the_http_fetchers_limits_hold(ca: LocalCA) -> None:
             result = await fetcher.fetch(FetchRequest(base + "/login"), session=session)
             assert json.loads(result.body).get("Cookie") == "sid=s3cret"  # the hop's cookie
             assert result.redirects == [base + "/login"]
+            for n in range(3):  # a reused handle sends this request's headers, no others'
+                echoed = await client.fetch(base + "/echo", headers={"X-N": str(n)})
+                sent = json.loads(echoed.body)
+                assert sent.get("X-N") == str(n), sent
+            assert (await client.fetch(base + "/echo", method="HEAD")).body == b""
+            alone = json.loads((await client.fetch(base + "/echo")).body)  # a GET after a HEAD
+            assert "X-N" not in alone and "Cookie" not in alone, alone
         async with ImpersonateClient(settings(ca, max_header_bytes=2000)) as client:
             with pytest.raises(TooLarge):  # the response head over its cap
                 await client.fetch(base + "/big")

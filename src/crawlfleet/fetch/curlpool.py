@@ -4,12 +4,14 @@ request as the impersonating fetcher can get by with.
 curl_cffi's own ``AsyncSession`` rebuilds every option of a handle in Python per request (two
 dozen ``setopt`` calls, a cookie jar, a response object, a queue for the streamed body): as
 much CPU as the whole HTTP fetcher spends on a page. Here a request is: a handle from a pool,
-the profile applied (``curl_easy_impersonate``: the TLS ClientHello, the HTTP/2 settings and the
-browser's default headers), a few options, the body handed to a decoder as curl receives it
-(its cap raised from inside curl's write callback, which ends the transfer at once), and the
-response head read from curl's header callback. Connections live in the multi handle and are
-reused across handles. A handle is reset before it goes back to the pool; one whose transfer
-was cancelled is closed instead.
+primed once with its profile (``curl_easy_impersonate``: the TLS ClientHello, the HTTP/2
+settings and the browser's default headers) and the options all requests share, the request's
+own few options (URL, headers, pinned addresses, callbacks), the body handed to a decoder as
+curl receives it (its cap raised from inside curl's write callback, which ends the transfer at
+once), and the response head read from curl's header callback. Connections live in the multi
+handle and are reused across handles. A plain GET's handle goes back to the pool primed, its
+header and resolve lists emptied; any other request's is reset (primed again when next taken);
+one whose transfer was cancelled is closed instead.
 
 :class:`Transfer` is one request's outcome. ``errors`` raised here are curl_cffi's
 ``CurlError`` (``code``: the ``CURLcode``) or what the body callback raised; the fetcher
@@ -126,7 +128,9 @@ class CurlPool:
         self._cacert = cacert  # None: no verification
         self._connect_ms = int(connect_timeout * 1000)
         self._timeout_ms = int(timeout * 1000)
-        self._free: dict[str, list[Any]] = {}
+        # idle handles by profile, each with whether it is primed: its profile and the
+        # options every request shares set already, nothing of one request's own left on it
+        self._free: dict[str, list[tuple[Any, bool]]] = {}
         self._multi: Any = None
 
     async def start(self) -> None:
@@ -137,23 +141,53 @@ class CurlPool:
     async def close(self) -> None:
         multi, self._multi = self._multi, None
         for handles in self._free.values():
-            for handle in handles:
+            for handle, _ in handles:
                 handle.close()
         self._free.clear()
         if multi is not None:
             await multi.close()
 
-    def _handle(self, profile: str) -> Any:
+    def _handle(self, profile: str) -> tuple[Any, bool]:
         from curl_cffi import Curl
 
         handles = self._free.get(profile)
-        return handles.pop() if handles else Curl(cacert=self._cacert or "")
+        return handles.pop() if handles else (Curl(cacert=self._cacert or ""), False)
 
-    def _release(self, profile: str, handle: Any) -> None:
-        handle.reset()
+    def _prime(self, handle: Any, profile: str) -> None:
+        """The profile and the options every request of the pool shares, on a fresh (or
+        reset) handle."""
+        from curl_cffi import CurlOpt
+
+        if handle.impersonate(profile, default_headers=True) != 0:
+            handle.close()
+            raise ValueError(f"curl_cffi cannot impersonate {profile}")
+        setopt = handle.setopt
+        setopt(CurlOpt.HTTP_CONTENT_DECODING, 0)  # ours, under the cap
+        setopt(CurlOpt.BUFFERSIZE, _BUFFER)  # fewer, larger body callbacks
+        setopt(CurlOpt.CONNECTTIMEOUT_MS, self._connect_ms)
+        setopt(CurlOpt.TIMEOUT_MS, self._timeout_ms)  # a backstop to the fetcher's deadline
+        if self._cacert is None:
+            setopt(CurlOpt.SSL_VERIFYPEER, 0)
+            setopt(CurlOpt.SSL_VERIFYHOST, 0)
+        setopt(CurlOpt.PROXY, "")  # a proxy is a route, chosen per request: never the env's
+
+    def _release(self, profile: str, handle: Any, plain: bool) -> None:
+        """Back to the pool: a plain request's handle stays primed (its header and resolve
+        lists cleared), any other is reset (a method, a body, a proxy, a debug stream)."""
+        from curl_cffi import CurlOpt
+
+        # curl_cffi appends to a handle's header and resolve lists on every setopt and frees
+        # them only after its own perform, never after the multi handle's: without this, a
+        # reused handle sent every header of the requests before it (another session's Cookie)
+        handle.clean_handles_and_buffers()
+        if plain:  # curl holds the lists freed above: point it at none
+            handle.setopt(CurlOpt.HTTPHEADER, [])
+            handle.setopt(CurlOpt.RESOLVE, [])
+        else:
+            handle.reset()
         handles = self._free.setdefault(profile, [])
         if len(handles) < _KEEP:
-            handles.append(handle)
+            handles.append((handle, plain))
         else:
             handle.close()
 
@@ -177,23 +211,16 @@ class CurlPool:
         from curl_cffi import CurlInfo, CurlOpt
 
         assert self._multi is not None, "CurlPool.start() first"
-        handle = self._handle(profile)
+        handle, primed = self._handle(profile)
+        if not primed:
+            self._prime(handle, profile)
+        plain = method == "GET" and body is None and proxy is None and not record_heads
         reading = _Reading(cap, truncate, check_head)
         out = Transfer()
         setopt = handle.setopt
-        if handle.impersonate(profile, default_headers=True) != 0:
-            handle.close()
-            raise ValueError(f"curl_cffi cannot impersonate {profile}")
         setopt(CurlOpt.URL, url)
-        setopt(CurlOpt.HTTP_CONTENT_DECODING, 0)  # ours, under the cap
-        setopt(CurlOpt.BUFFERSIZE, _BUFFER)  # fewer, larger body callbacks
-        setopt(CurlOpt.CONNECTTIMEOUT_MS, self._connect_ms)
-        setopt(CurlOpt.TIMEOUT_MS, self._timeout_ms)  # a backstop to the fetcher's deadline
         setopt(CurlOpt.HEADERFUNCTION, reading.head)
         setopt(CurlOpt.WRITEFUNCTION, reading.body)
-        if self._cacert is None:
-            setopt(CurlOpt.SSL_VERIFYPEER, 0)
-            setopt(CurlOpt.SSL_VERIFYHOST, 0)
         if method == "HEAD":
             setopt(CurlOpt.NOBODY, 1)
         elif method != "GET":
@@ -203,10 +230,10 @@ class CurlPool:
             setopt(CurlOpt.POSTFIELDSIZE, len(body))
         if headers:
             setopt(CurlOpt.HTTPHEADER, [f"{k}: {v}".encode("latin-1") for k, v in headers])
-        # a proxy is a route, chosen per request: never one from the environment
-        setopt(CurlOpt.PROXY, proxy or "")
-        if proxy is not None and url.startswith("https:") and not proxy.startswith("socks"):
-            setopt(CurlOpt.HTTPPROXYTUNNEL, 1)
+        if proxy is not None:
+            setopt(CurlOpt.PROXY, proxy)
+            if url.startswith("https:") and not proxy.startswith("socks"):
+                setopt(CurlOpt.HTTPPROXYTUNNEL, 1)
         if resolve is not None:
             setopt(CurlOpt.RESOLVE, [resolve])
         if record_heads:
@@ -224,13 +251,13 @@ class CurlPool:
         except _Truncated:
             pass  # our own stop at the cap: the body so far is the answer
         except BaseException:
-            self._release(profile, handle)
+            self._release(profile, handle, plain)
             raise
         out.status = int(handle.getinfo(CurlInfo.RESPONSE_CODE))
         out.http_version = VERSIONS.get(int(handle.getinfo(CurlInfo.HTTP_VERSION)), "HTTP/1.1")
         ip = handle.getinfo(CurlInfo.PRIMARY_IP)
         out.remote_ip = ip.decode() if isinstance(ip, bytes) and ip else None
-        self._release(profile, handle)
+        self._release(profile, handle, plain)
         decoder = reading.decoder
         if decoder is None:  # no body at all
             reading.parse()
