@@ -21,7 +21,9 @@ from crawlfleet.demo.catalog import Catalog
 
 pytestmark = pytest.mark.slow
 
-PRODUCTS = 100
+#: enough that the crawl is far from done when route a's session is flagged, however fast it
+#: went before (at 100 a loaded machine's crawl could lease the rest before the flag)
+PRODUCTS = 200
 Row = tuple[float, str, str | None, str | None, int]  # arrival, client, cookie sent, given, status
 
 
