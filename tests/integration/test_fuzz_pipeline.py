@@ -18,7 +18,16 @@ from hypothesis import strategies as st
 from crawlfleet.data.captures import Provenance
 from crawlfleet.errors import TooComplex, TooManyItems
 from crawlfleet.frontier.sqlite import SQLiteFrontier
-from crawlfleet.model import Completion, DomainLimits, Job, JobSpec, JobState, NewRequest
+from crawlfleet.model import (
+    Completion,
+    DeadReason,
+    DomainLimits,
+    Failure,
+    Job,
+    JobSpec,
+    JobState,
+    NewRequest,
+)
 from crawlfleet.response import Response
 from crawlfleet.spider import Request, Spider
 from crawlfleet.urls import canonicalize, fingerprint, host_of
@@ -150,15 +159,22 @@ async def _one(
         )
 
     out: PageOutput | None = None
+    named: DeadReason | None = None
     try:
         out = await offloop.run(run, 5.0)
-    except (TooComplex, TooManyItems):
-        pass  # named: the page ends dead(too_complex) / dead(too_many_items)
+    except TooComplex:
+        named = DeadReason.TOO_COMPLEX
+    except TooManyItems:
+        named = DeadReason.TOO_MANY_ITEMS
     finally:
         stop.set()
         await beat
     assert max(gaps, default=0.0) < LOOP_BOUND, f"the loop stalled {max(gaps):.2f}s"
-    if out is None:
+    if out is None:  # the page ends dead with its name, as the worker ends it: no lease left open
+        assert named is not None
+        dead = Failure(lease.ref, named.value, dead_reason=named)
+        settled = await store.report("w", failed=[dead])
+        assert settled.failed == {lease.id}, "the store took the dead page"
         return
     done = Completion(lease.ref, 200, out.records, out.quarantined, out.discovered)
     settled = await store.report("w", [done])
